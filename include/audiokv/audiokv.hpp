@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Umbrella header of the host API: compiles with any C++17 compiler, no CUDA toolkit, no Eigen.
+/// The Eigen CPU backend is <audiokv/eigen.hpp>; the CUDA kernels are <audiokv/cuda.cuh>.
+#pragma once
+
+#include "config.hpp"
+#include "core/compaction.hpp"
+#include "core/entropy.hpp"
+#include "core/gqa.hpp"
+#include "core/importance.hpp"
+#include "core/kv_layout.hpp"
+#include "core/kv_view.hpp"
+#include "core/median.hpp"
+#include "core/online_softmax.hpp"
+#include "core/quantize.hpp"
+#include "core/selection.hpp"
+#include "core/trend.hpp"
+#include "cpu/compact.hpp"
+#include "error.hpp"
+#include "policy/eviction_policy.hpp"
+#include "policy/smoothing_pipeline.hpp"
+#include "pool/audiokv_config.hpp"
+#include "pool/eviction_plan.hpp"
+#include "pool/frame.hpp"
+#include "pool/pool_split.hpp"
+#include "pool/tiered_cache.hpp"
+#include "version.hpp"

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F9: stable compaction targets. Cell i keeps time order: its new slot is the number of kept
+/// cells before it, an exclusive prefix sum of the keep mask. New slot <= old slot, so a forward
+/// in-place pass never overwrites a row it still has to read.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "../config.hpp"
+
+namespace audiokv::core {
+
+/// move_to value for a cell that the plan drops.
+inline constexpr std::int32_t evicted_slot = -1;
+
+/// New slot of cell i: the exclusive prefix sum of kept cells, or evicted_slot.
+AUDIOKV_HOST_DEVICE std::int32_t compaction_target(bool kept, std::int32_t kept_before) {
+  return kept ? kept_before : evicted_slot;
+}
+
+/// Copies one row of `bytes` bytes from slot `from` to slot `to` (row_stride bytes apart).
+/// A no-op when the slots are equal; otherwise the rows never overlap.
+AUDIOKV_HOST_DEVICE void move_row(unsigned char* base, std::int64_t row_stride, std::int64_t bytes,
+                                  std::int32_t from, std::int32_t to) {
+  if (from == to) return;
+  unsigned char* dst = base + static_cast<std::int64_t>(to) * row_stride;
+  const unsigned char* src = base + static_cast<std::int64_t>(from) * row_stride;
+  for (std::int64_t b = 0; b < bytes; ++b) dst[b] = src[b];
+}
+
+}  // namespace audiokv::core

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F7: the entropy-driven eviction ratio r = base_rate + lambda * (1 - H / H_max), clamped to
+/// [0, 1], where H is the Shannon entropy of p_j = s_j / sum(s) over the n candidates and
+/// H_max = ln(n). Peaky scores (low H) evict more; flat, information-dense scores evict less.
+#pragma once
+
+#include <cstdint>
+
+#include "../config.hpp"
+#include "math.hpp"
+
+namespace audiokv::core {
+
+/// Accumulates sum(s) and sum(s ln s) in one pass; H = ln(S) - (sum s ln s) / S.
+struct entropy_accumulator {
+  double sum = 0.0;
+  double sum_s_log_s = 0.0;
+  std::int32_t count = 0;
+
+  /// Adds one score; negative scores count as zero mass.
+  AUDIOKV_HOST_DEVICE void add(float s) {
+    ++count;
+    if (s > 0.0f) {
+      sum += s;
+      sum_s_log_s += static_cast<double>(s) * static_cast<double>(log_of(s));
+    }
+  }
+
+  /// H / H_max in [0, 1]; 1 (no information, evict least) for n <= 1 or zero total mass.
+  AUDIOKV_HOST_DEVICE float normalized_entropy() const {
+    if (count <= 1 || sum <= 0.0) return 1.0f;
+    const double h = static_cast<double>(log_of(static_cast<float>(sum))) - sum_s_log_s / sum;
+    const double h_max = static_cast<double>(log_of(static_cast<float>(count)));
+    return clamp_to(static_cast<float>(h / h_max), 0.0f, 1.0f);
+  }
+};
+
+/// r = clamp(base_rate + lambda * (1 - normalized_entropy), 0, 1).
+AUDIOKV_HOST_DEVICE float entropy_eviction_ratio(float normalized_entropy, float base_rate,
+                                                 float lambda) {
+  return clamp_to(base_rate + lambda * (1.0f - normalized_entropy), 0.0f, 1.0f);
+}
+
+}  // namespace audiokv::core

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F4: Holt's linear trend smoother over a time-ordered sequence m (the median's output).
+///   level  s[j] = w * m[j] + (1 - w) * (s[j-1] + d[j-1])
+///   trend  d[j] = g * (s[j] - s[j-1]) + (1 - g) * d[j-1]
+///   s[0] = m[0], d[0] = 0.
+/// With d[j-1] replaced by the current difference m[j] - m[j-1] (the formula as first written),
+/// s[j] - m[j] = (1 - w) * (s[j-1] - m[j-1]) and s[0] = m[0] make the stage the identity, so the
+/// trend term is the previous smoothed slope instead. Sustained rises extrapolate upward; a lone
+/// spike contributes one damped step.
+#pragma once
+
+#include "../config.hpp"
+
+namespace audiokv::core {
+
+/// Level and slope carried from one cell to the next.
+struct trend_state {
+  float level = 0.0f;
+  float slope = 0.0f;
+};
+
+/// State after the first cell: level m[0], no slope.
+AUDIOKV_HOST_DEVICE trend_state trend_start(float m0) { return trend_state{m0, 0.0f}; }
+
+/// One step of the recurrence for input m; returns the new state (its level is the output).
+AUDIOKV_HOST_DEVICE trend_state trend_step(trend_state previous, float m, float level_weight,
+                                           float slope_gain) {
+  const float level = level_weight * m + (1.0f - level_weight) * (previous.level + previous.slope);
+  const float slope = slope_gain * (level - previous.level) + (1.0f - slope_gain) * previous.slope;
+  return trend_state{level, slope};
+}
+
+}  // namespace audiokv::core

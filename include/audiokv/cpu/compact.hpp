@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F9 on the CPU: applies an eviction plan's move map to K or V in place. Kept rows are copied
+/// byte for byte and keep their time order.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "../core/compaction.hpp"
+#include "../core/kv_view.hpp"
+#include "../error.hpp"
+#include "../pool/eviction_plan.hpp"
+
+namespace audiokv::cpu {
+
+namespace detail {
+
+template <class T, class Layout>
+void validate_compact(const char* where, const kv_view<T, Layout>& kv, const eviction_plan& plan) {
+  AUDIOKV_REQUIRE(plan.n_kv_before <= kv.num_cells(), where, "plan.n_kv_before", plan.n_kv_before,
+                  "exceeds the view's num_cells");
+  AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == plan.n_kv_before, where,
+                  "plan.move_to.size()", plan.move_to.size(), "must equal plan.n_kv_before");
+  AUDIOKV_REQUIRE(kv.num_cells() == 0 || kv.data_handle() != nullptr, where, "kv.data_handle()",
+                  "nullptr", "must point to the tensor");
+}
+
+template <class T, class Layout>
+void move_head_row(const kv_view<T, Layout>& kv, std::int32_t head, std::int32_t from,
+                   std::int32_t to) {
+  if (kv.mapping().dim_stride() == 1) {
+    std::memmove(kv.row(to, head), kv.row(from, head), sizeof(T) * kv.head_dim());
+  } else {
+    for (std::int32_t d = 0; d < kv.head_dim(); ++d) kv(to, head, d) = kv(from, head, d);
+  }
+}
+
+}  // namespace detail
+
+/// @brief Moves the rows of one head by `plan.move_to` (per-head plans, e.g. layout_hnd).
+/// @param kv   [num_cells, num_heads, head_dim] view over K or V; only `head` is touched.
+/// @pre plan.move_to[i] <= i for kept cells (always true of plans made by this library).
+/// Never allocates.
+template <class T, class Layout>
+void compact(const kv_view<T, Layout>& kv, std::int32_t head, const eviction_plan& plan) {
+  detail::validate_compact("cpu::compact", kv, plan);
+  AUDIOKV_REQUIRE(head >= 0 && head < kv.num_heads(), "cpu::compact", "head", head,
+                  "must be in [0, num_heads)");
+  for (std::int32_t i = 0; i < plan.n_kv_before; ++i) {
+    const std::int32_t to = plan.move_to[i];
+    if (to != core::evicted_slot && to != i) detail::move_head_row(kv, head, i, to);
+  }
+}
+
+/// @brief Moves the rows of every head by one shared plan (cells shared across heads, as in
+/// llama.cpp's [cells, heads, dim] K). Never allocates.
+template <class T, class Layout>
+void compact_all_heads(const kv_view<T, Layout>& kv, const eviction_plan& plan) {
+  detail::validate_compact("cpu::compact_all_heads", kv, plan);
+  for (std::int32_t i = 0; i < plan.n_kv_before; ++i) {
+    const std::int32_t to = plan.move_to[i];
+    if (to == core::evicted_slot || to == i) continue;
+    for (std::int32_t h = 0; h < kv.num_heads(); ++h) detail::move_head_row(kv, h, i, to);
+  }
+}
+
+}  // namespace audiokv::cpu

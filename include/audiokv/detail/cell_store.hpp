@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Per-cell metadata and the plan/apply mechanics every policy shares: append validation,
+/// building a stable move map from an evict mask, and compacting per-cell arrays by a plan.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../core/compaction.hpp"
+#include "../error.hpp"
+#include "../pool/eviction_plan.hpp"
+#include "../pool/frame.hpp"
+#include "../pool/pool_split.hpp"
+
+namespace audiokv::detail {
+
+/// Compacts one per-cell array by a plan's move map (kept entries keep their order).
+template <class T>
+void compact_array(std::vector<T>& values, const eviction_plan& plan) {
+  for (std::int32_t i = 0; i < plan.n_kv_before; ++i) {
+    const std::int32_t to = plan.move_to[i];
+    if (to != core::evicted_slot && to != i) values[to] = values[i];
+  }
+}
+
+/// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front.
+class cell_store {
+ public:
+  cell_store() = default;
+  cell_store(std::int32_t capacity, std::int32_t num_speakers)
+      : capacity_(capacity), num_speakers_(num_speakers) {
+    pos_.resize(capacity);
+    speaker_.resize(capacity);
+    voice_.resize(capacity);
+    flags_.resize(capacity);
+    prior_.resize(capacity);
+    tier_.resize(capacity);
+    evict_mask_.resize(capacity);
+  }
+
+  std::int32_t size() const noexcept { return size_; }
+  std::int32_t capacity() const noexcept { return capacity_; }
+  std::int32_t num_speakers() const noexcept { return num_speakers_; }
+  std::uint64_t generation() const noexcept { return generation_; }
+  /// Position of the newest frame ever appended (kept or not); appends must exceed it.
+  std::int32_t newest_pos() const noexcept { return newest_pos_; }
+  bool has_frames() const noexcept { return has_frames_; }
+
+  const std::int32_t* pos() const noexcept { return pos_.data(); }
+  const std::int32_t* speaker() const noexcept { return speaker_.data(); }
+  const float* voice() const noexcept { return voice_.data(); }
+  const std::uint8_t* flags() const noexcept { return flags_.data(); }
+  const float* prior() const noexcept { return prior_.data(); }
+  const pool_tier* tier() const noexcept { return tier_.data(); }
+  pool_tier* tier() noexcept { return tier_.data(); }
+
+  /// Checks a batch of frames against the current state; throws naming frames[i].field.
+  void validate_append(const char* where, const frame_meta* frames, std::int32_t count) const {
+    AUDIOKV_REQUIRE(count >= 0, where, "count", count, "must be >= 0");
+    AUDIOKV_REQUIRE(count == 0 || frames != nullptr, where, "frames", "nullptr",
+                    "must point to count frames");
+    AUDIOKV_REQUIRE(static_cast<std::int64_t>(size_) + count <= capacity_, where, "count", count,
+                    "exceeds the free capacity (plan and apply an eviction first)");
+    std::int64_t previous = has_frames_ ? static_cast<std::int64_t>(newest_pos_) : INT64_MIN;
+    for (std::int32_t i = 0; i < count; ++i) {
+      const frame_meta& f = frames[i];
+      AUDIOKV_REQUIRE(f.pos > previous, where, indexed("frames", i) + ".pos", f.pos,
+                      "must be greater than the previous frame's position (frames out of order)");
+      AUDIOKV_REQUIRE(f.speaker >= 0 && f.speaker < num_speakers_, where,
+                      indexed("frames", i) + ".speaker", f.speaker,
+                      "unknown speaker id (must be in [0, num_speakers))");
+      AUDIOKV_REQUIRE(std::isfinite(f.voice) && f.voice >= 0.0f && f.voice <= 1.0f, where,
+                      indexed("frames", i) + ".voice", f.voice, "must be in [0, 1]");
+      AUDIOKV_REQUIRE(std::isfinite(f.prior), where, indexed("frames", i) + ".prior", f.prior,
+                      "must be finite");
+      previous = f.pos;
+    }
+  }
+
+  /// Appends validated frames; new cells enter `entry_tier(frame)`.
+  template <class EntryTier>
+  void append(const frame_meta* frames, std::int32_t count, EntryTier entry_tier) {
+    for (std::int32_t i = 0; i < count; ++i) {
+      const std::int32_t slot = size_ + i;
+      pos_[slot] = frames[i].pos;
+      speaker_[slot] = frames[i].speaker;
+      voice_[slot] = frames[i].voice;
+      flags_[slot] = frames[i].flags;
+      prior_[slot] = frames[i].prior;
+      tier_[slot] = entry_tier(frames[i]);
+    }
+    size_ += count;
+    if (count > 0) {
+      has_frames_ = true;
+      newest_pos_ = frames[count - 1].pos;
+    }
+    ++generation_;
+  }
+
+  /// Mutable evict mask [capacity], cleared for the current size. Scratch for plan builders.
+  std::uint8_t* clear_evict_mask() const {
+    for (std::int32_t i = 0; i < size_; ++i) evict_mask_[i] = 0;
+    return evict_mask_.data();
+  }
+
+  /// Fills `out` (evict list, move map, sizes, generation) from the evict mask.
+  void build_plan(eviction_plan& out) const {
+    out.evict.clear();
+    out.promote.clear();
+    out.demote.clear();
+    out.move_to.resize(size_);
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < size_; ++i) {
+      const bool keep = evict_mask_[i] == 0;
+      out.move_to[i] = core::compaction_target(keep, kept);
+      if (keep) {
+        ++kept;
+      } else {
+        out.evict.push_back(i);
+      }
+    }
+    out.n_kv_before = size_;
+    out.n_kv_after = kept;
+    out.generation = generation_;
+  }
+
+  /// An empty plan for the current state.
+  void build_empty_plan(eviction_plan& out) const {
+    clear_evict_mask();
+    build_plan(out);
+    out.ratio = 0.0f;
+    out.normalized_entropy = 1.0f;
+  }
+
+  /// Throws unless `plan` was made for the current state and is well formed.
+  void validate_plan(const char* where, const eviction_plan& plan) const {
+    AUDIOKV_REQUIRE(plan.generation == generation_ && plan.n_kv_before == size_, where,
+                    "plan.generation", plan.generation,
+                    "stale plan: it was made for another state of this cache");
+    AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
+                    "plan.move_to.size()", plan.move_to.size(), "must equal num_cells()");
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < size_; ++i) {
+      const std::int32_t to = plan.move_to[i];
+      AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where, indexed("plan.move_to", i), to,
+                      "must be -1 or the number of kept cells before it");
+      if (to != core::evicted_slot) ++kept;
+    }
+    AUDIOKV_REQUIRE(kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
+                    "must equal the number of kept cells");
+    for (const std::int32_t slot : plan.promote) {
+      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot, where,
+                      "plan.promote", slot, "must name a kept cell");
+    }
+    for (const std::int32_t slot : plan.demote) {
+      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot, where,
+                      "plan.demote", slot, "must name a kept cell");
+    }
+  }
+
+  /// Applies a validated plan to the metadata (tiers first, in old slots).
+  void apply(const eviction_plan& plan) {
+    for (const std::int32_t slot : plan.promote) tier_[slot] = pool_tier::base;
+    for (const std::int32_t slot : plan.demote) tier_[slot] = pool_tier::buffer;
+    compact_array(pos_, plan);
+    compact_array(speaker_, plan);
+    compact_array(voice_, plan);
+    compact_array(flags_, plan);
+    compact_array(prior_, plan);
+    compact_array(tier_, plan);
+    size_ = plan.n_kv_after;
+    ++generation_;
+  }
+
+ private:
+  std::vector<std::int32_t> pos_;      // [capacity] logical positions, ascending in [0, size)
+  std::vector<std::int32_t> speaker_;  // [capacity]
+  std::vector<float> voice_;           // [capacity]
+  std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits
+  std::vector<float> prior_;           // [capacity]
+  std::vector<pool_tier> tier_;        // [capacity]
+  mutable std::vector<std::uint8_t> evict_mask_;  // [capacity] scratch of plan builders
+  std::int32_t capacity_ = 0;
+  std::int32_t num_speakers_ = 1;
+  std::int32_t size_ = 0;
+  std::int32_t newest_pos_ = 0;
+  bool has_frames_ = false;
+  std::uint64_t generation_ = 1;
+};
+
+}  // namespace audiokv::detail

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The one exception type of the host API. Every public entry point validates its arguments
+/// before it changes any state, so a thrown error always leaves the object as it was.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace audiokv {
+
+/// @brief Invalid argument to a public entry point. `argument()` names the offending parameter
+/// (e.g. "attention[17]" or "config.trigger"); `what()` adds the value and the expectation.
+class error : public std::invalid_argument {
+ public:
+  error(std::string argument, const std::string& message)
+      : std::invalid_argument(message), argument_(std::move(argument)) {}
+
+  /// @brief The parameter (with index where useful) that failed validation.
+  const std::string& argument() const noexcept { return argument_; }
+
+ private:
+  std::string argument_;
+};
+
+namespace detail {
+
+/// Builds "<where>: <argument> = <value>: <expectation>" and throws audiokv::error.
+template <class Value>
+[[noreturn]] void throw_invalid(const char* where, const std::string& argument, const Value& value,
+                                const char* expectation) {
+  std::ostringstream message;
+  message << "audiokv::" << where << ": " << argument << " = " << value << ": " << expectation;
+  throw error(argument, message.str());
+}
+
+/// Argument name with an index, e.g. indexed("attention", 17) == "attention[17]".
+inline std::string indexed(const char* name, long long index) {
+  return std::string(name) + "[" + std::to_string(index) + "]";
+}
+
+}  // namespace detail
+
+/// Validates `cond`; otherwise throws audiokv::error naming `argument` and `value`.
+#define AUDIOKV_REQUIRE(cond, where, argument, value, expectation)                      \
+  do {                                                                                  \
+    if (!(cond)) ::audiokv::detail::throw_invalid(where, argument, value, expectation); \
+  } while (0)
+
+}  // namespace audiokv

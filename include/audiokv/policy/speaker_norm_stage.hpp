@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F5 / F16 as a stage: each score is divided by its own speaker's running baseline (mean
+/// importance), so a speaker who draws more attention overall cannot crowd out a quieter one.
+/// A scale normalisation (not a z-score) keeps scores non-negative for the VAD weight (F14) and
+/// the entropy (F7).
+#pragma once
+
+#include <cstdint>
+
+#include "../core/math.hpp"
+#include "stage_context.hpp"
+
+namespace audiokv {
+
+/// @brief out[j] = in[j] / max(baseline[speaker[j]], floor).
+struct speaker_norm_stage {
+  float floor = 1e-9f;  // a silent speaker's baseline; avoids division by zero
+
+  void apply(const float* in, float* out, std::int32_t n, const stage_context& ctx) const {
+    if (ctx.speaker == nullptr || ctx.speaker_baseline == nullptr) {
+      for (std::int32_t j = 0; j < n; ++j) out[j] = in[j];
+      return;
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      out[j] = in[j] / core::max_of(ctx.speaker_baseline[ctx.speaker[j]], floor);
+    }
+  }
+};
+
+}  // namespace audiokv

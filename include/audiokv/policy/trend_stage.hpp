@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F4 as a stage: Holt's level/slope smoother (formula in core/trend.hpp), output clamped at 0 so
+/// later weights and the entropy see non-negative mass.
+#pragma once
+
+#include <cstdint>
+
+#include "../core/math.hpp"
+#include "../core/trend.hpp"
+#include "stage_context.hpp"
+
+namespace audiokv {
+
+/// @brief s[j] = w m[j] + (1 - w)(s[j-1] + d[j-1]); d[j] = g (s[j] - s[j-1]) + (1 - g) d[j-1].
+struct trend_stage {
+  float level_weight = 0.6f;  // w: weight of the current median value
+  float slope_gain = 0.3f;    // g: how fast the slope estimate follows the level
+
+  void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
+    if (n == 0) return;
+    core::trend_state state = core::trend_start(in[0]);
+    out[0] = core::max_of(state.level, 0.0f);
+    for (std::int32_t j = 1; j < n; ++j) {
+      state = core::trend_step(state, in[j], level_weight, slope_gain);
+      out[j] = core::max_of(state.level, 0.0f);
+    }
+  }
+};
+
+}  // namespace audiokv

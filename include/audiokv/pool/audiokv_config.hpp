@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Every knob of the AudioKV policy, with the specification's defaults, and its validation.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "../error.hpp"
+#include "pool_split.hpp"
+
+namespace audiokv {
+
+/// How a frame's F19 prior enters its final score.
+enum class prior_mode : std::uint8_t {
+  add = 0,      // final += prior
+  multiply = 1  // final *= 1 + prior
+};
+
+/// @brief Configuration of one AudioKV-managed (layer, KV head) cache.
+struct audiokv_config {
+  /// B: the number of cells the cache may hold; append() beyond `capacity` throws.
+  std::int32_t budget = 0;
+  /// Physical slots (>= budget); 0 means budget. Headroom for bulk appends between evictions.
+  std::int32_t capacity = 0;
+  /// F1 pool fractions.
+  pool_split split{};
+  /// F6: eviction is planned once num_cells >= ceil(trigger * budget).
+  float trigger = 0.9f;
+  /// F2: I = alpha * A + (1 - alpha) * I_prev.
+  float alpha = 0.3f;
+  /// F2: a new frame starts from its predecessor's importance (else from 0).
+  bool neighbour_prior = true;
+  /// F7: r = base_rate + lambda * (1 - H / H_max). base_rate = 0.05: with 1 frame per step each
+  /// eviction then frees about r * 0.27 B cells (2-7% of B), which amortises planning over
+  /// dozens of steps yet keeps mean occupancy within 3% of the trigger level (F21).
+  float base_rate = 0.05f;
+  float lambda = 0.2f;
+  /// F14: final = s * (1 + voice_weight * voice).
+  float voice_weight = 0.5f;
+  /// F15: cells within +-boundary_radius positions of a phoneme boundary are protected.
+  std::int32_t boundary_radius = 10;
+  /// F15: how long a boundary protects its neighbourhood. Boundaries arrive several times a
+  /// second; protecting them forever would let them pin the whole cache in a long stream.
+  float boundary_horizon_ms = 1000.0f;
+  /// F18: the newest ceil(min_retention_ms / frame_ms) positions are never evicted.
+  float min_retention_ms = 200.0f;
+  /// Duration of one cached frame (10 ms in the specification, 20 ms for Whisper, 40 ms for
+  /// Qwen2-Audio tokens).
+  float frame_ms = 10.0f;
+  /// F5/F16: number of speakers; frame speaker ids must lie in [0, num_speakers).
+  std::int32_t num_speakers = 1;
+  /// F16: weight of this step's speaker mean in the running baseline.
+  float baseline_rate = 0.1f;
+  /// F17: reset baselines when std(last drift_window raw scores) > drift_factor * global_std,
+  /// global_std being the running mean (rate baseline_rate) of that same recent std, so the
+  /// test flags bursts rather than the steady recency bias of attention.
+  std::int32_t drift_window = 10;
+  float drift_factor = 2.0f;
+  /// F19.
+  prior_mode prior = prior_mode::add;
+
+  /// Capacity actually reserved.
+  std::int32_t reserved_capacity() const { return capacity > 0 ? capacity : budget; }
+  /// ceil(trigger * budget), at least 1.
+  std::int32_t trigger_cells() const {
+    const auto t =
+        static_cast<std::int32_t>(std::ceil(static_cast<double>(trigger) * budget - 1e-9));
+    return t < 1 ? 1 : t;
+  }
+  /// ceil(min_retention_ms / frame_ms): positions newer than newest - window are protected.
+  std::int32_t retention_frames() const { return ms_to_frames(min_retention_ms); }
+  /// ceil(boundary_horizon_ms / frame_ms).
+  std::int32_t boundary_horizon_frames() const { return ms_to_frames(boundary_horizon_ms); }
+  /// ceil(ms / frame_ms) without float drift.
+  std::int32_t ms_to_frames(float ms) const {
+    return static_cast<std::int32_t>(std::ceil(ms / frame_ms - 1e-6f));
+  }
+
+  /// Throws audiokv::error naming the first invalid field.
+  void validate() const {
+    constexpr const char* where = "audiokv_config";
+    AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
+    AUDIOKV_REQUIRE(capacity == 0 || capacity >= budget, where, "config.capacity", capacity,
+                    "must be 0 or >= budget");
+    split.validate(where);
+    AUDIOKV_REQUIRE(std::isfinite(trigger) && trigger > 0.0f && trigger <= 1.0f, where,
+                    "config.trigger", trigger, "must be in (0, 1]");
+    AUDIOKV_REQUIRE(std::isfinite(alpha) && alpha > 0.0f && alpha <= 1.0f, where, "config.alpha",
+                    alpha, "must be in (0, 1]");
+    AUDIOKV_REQUIRE(std::isfinite(base_rate) && base_rate >= 0.0f && base_rate <= 1.0f, where,
+                    "config.base_rate", base_rate, "must be in [0, 1]");
+    AUDIOKV_REQUIRE(std::isfinite(lambda) && lambda >= 0.0f, where, "config.lambda", lambda,
+                    "must be >= 0");
+    AUDIOKV_REQUIRE(std::isfinite(voice_weight) && voice_weight >= 0.0f, where,
+                    "config.voice_weight", voice_weight, "must be >= 0");
+    AUDIOKV_REQUIRE(boundary_radius >= 0, where, "config.boundary_radius", boundary_radius,
+                    "must be >= 0");
+    AUDIOKV_REQUIRE(std::isfinite(frame_ms) && frame_ms > 0.0f, where, "config.frame_ms", frame_ms,
+                    "must be > 0");
+    AUDIOKV_REQUIRE(std::isfinite(boundary_horizon_ms) && boundary_horizon_ms >= 0.0f, where,
+                    "config.boundary_horizon_ms", boundary_horizon_ms, "must be >= 0");
+    AUDIOKV_REQUIRE(std::isfinite(min_retention_ms) && min_retention_ms >= 0.0f, where,
+                    "config.min_retention_ms", min_retention_ms, "must be >= 0");
+    AUDIOKV_REQUIRE(num_speakers >= 1, where, "config.num_speakers", num_speakers, "must be >= 1");
+    AUDIOKV_REQUIRE(std::isfinite(baseline_rate) && baseline_rate > 0.0f && baseline_rate <= 1.0f,
+                    where, "config.baseline_rate", baseline_rate, "must be in (0, 1]");
+    AUDIOKV_REQUIRE(drift_window >= 2, where, "config.drift_window", drift_window, "must be >= 2");
+    AUDIOKV_REQUIRE(std::isfinite(drift_factor) && drift_factor > 0.0f, where,
+                    "config.drift_factor", drift_factor, "must be > 0");
+    // The always-protected set (recent window + a full emergency pool) must fit under the
+    // trigger, or no eviction could ever get back under it.
+    const std::int64_t protected_cells =
+        static_cast<std::int64_t>(retention_frames()) + split.emergency_cells(budget);
+    AUDIOKV_REQUIRE(protected_cells < trigger_cells(), where, "config.budget", budget,
+                    "is too small for the protected set (recent window of min_retention_ms / "
+                    "frame_ms frames plus the emergency pool must stay below trigger * budget)");
+  }
+};
+
+}  // namespace audiokv

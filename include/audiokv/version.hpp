@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Library version, kept equal to the CMake project version.
+#pragma once
+
+#define AUDIOKV_VERSION_MAJOR 0
+#define AUDIOKV_VERSION_MINOR 1
+#define AUDIOKV_VERSION_PATCH 0
+
+namespace audiokv {
+/// @brief The version as major * 10000 + minor * 100 + patch.
+inline constexpr int version_number =
+    AUDIOKV_VERSION_MAJOR * 10000 + AUDIOKV_VERSION_MINOR * 100 + AUDIOKV_VERSION_PATCH;
+}  // namespace audiokv

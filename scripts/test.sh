@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The whole test suite: installs what is missing, then configures, builds and runs ctest through
+# a CMake workflow preset. Usage: scripts/test.sh [PRESET]
+#   PRESET  ci (default when nvcc is present: CUDA sources compiled, warnings are errors),
+#           cpu (default without nvcc), asan (AddressSanitizer + UBSan), cuda (with a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps/build.sh
+[[ -f scripts/deps/asr.sh ]] && source scripts/deps/asr.sh
+
+preset="${1:-}"
+if [[ -z "$preset" ]]; then
+  if [[ -x /usr/local/cuda/bin/nvcc ]]; then preset=ci; else preset=cpu; fi
+fi
+echo "[test] cmake --workflow --preset $preset"
+export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-$(nproc)}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+cmake --workflow --preset "$preset"

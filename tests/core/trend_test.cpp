@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <audiokv/core/trend.hpp>
+
+namespace {
+
+using audiokv::core::trend_start;
+using audiokv::core::trend_step;
+
+TEST(Trend, HandComputedHoltSteps) {
+  // m = 1, 2, 3 with w = 0.6, g = 0.3:
+  // s1 = 0.6*2 + 0.4*(1 + 0) = 1.6, d1 = 0.3*(0.6) = 0.18
+  // s2 = 0.6*3 + 0.4*(1.6 + 0.18) = 2.512, d2 = 0.3*(0.912) + 0.7*0.18 = 0.3996
+  auto s = trend_start(1.0f);
+  s = trend_step(s, 2.0f, 0.6f, 0.3f);
+  EXPECT_NEAR(s.level, 1.6f, 1e-6f);
+  EXPECT_NEAR(s.slope, 0.18f, 1e-6f);
+  s = trend_step(s, 3.0f, 0.6f, 0.3f);
+  EXPECT_NEAR(s.level, 2.512f, 1e-6f);
+  EXPECT_NEAR(s.slope, 0.3996f, 1e-6f);
+}
+
+TEST(Trend, ConstantInputIsAFixedPoint) {
+  auto s = trend_start(0.5f);
+  for (int i = 0; i < 50; ++i) s = trend_step(s, 0.5f, 0.6f, 0.3f);
+  EXPECT_FLOAT_EQ(s.level, 0.5f);
+  EXPECT_FLOAT_EQ(s.slope, 0.0f);
+}
+
+TEST(Trend, SustainedRiseScoresAboveALoneSpikeOfTheSameHeight) {
+  // Sustained importance ends higher relative to its last input than a one-cell spike does.
+  auto rising = trend_start(0.0f);
+  for (float m : {0.25f, 0.5f, 0.75f, 1.0f}) rising = trend_step(rising, m, 0.6f, 0.3f);
+  auto spike = trend_start(0.0f);
+  for (float m : {0.0f, 0.0f, 0.0f, 1.0f}) spike = trend_step(spike, m, 0.6f, 0.3f);
+  EXPECT_GT(rising.level, spike.level);
+}
+
+}  // namespace

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <audiokv/policy/smoothing_pipeline.hpp>
+#include <vector>
+
+namespace {
+
+using namespace audiokv;
+
+struct double_it {  // a user-defined stage: no change to the pools needed
+  void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
+    for (std::int32_t j = 0; j < n; ++j) out[j] = 2.0f * in[j];
+  }
+};
+struct not_a_stage {};
+
+static_assert(is_smoothing_stage_v<median_stage<5>>);
+static_assert(is_smoothing_stage_v<trend_stage>);
+static_assert(is_smoothing_stage_v<speaker_norm_stage>);
+static_assert(is_smoothing_stage_v<double_it>);
+static_assert(!is_smoothing_stage_v<not_a_stage>);
+static_assert(!is_smoothing_stage_v<int>);
+
+template <class Pipeline>
+std::vector<float> run(const Pipeline& pipeline, const std::vector<float>& in,
+                       const stage_context& ctx = {}) {
+  std::vector<float> out(in.size()), scratch(in.size());
+  pipeline.apply(in.data(), out.data(), scratch.data(), static_cast<std::int32_t>(in.size()), ctx);
+  return out;
+}
+
+TEST(Pipeline, StagesRunLeftToRight) {
+  const std::vector<float> x = {0.82f, 0.15f, 0.91f, 0.08f, 0.87f, 0.12f};
+  smoothing_pipeline<median_stage<5>> median_only;
+  smoothing_pipeline<median_stage<5>, double_it> median_then_double;
+  smoothing_pipeline<double_it, median_stage<5>> double_then_median;
+  const auto m = run(median_only, x);
+  const auto md = run(median_then_double, x);
+  const auto dm = run(double_then_median, x);
+  for (size_t j = 0; j < x.size(); ++j) {
+    EXPECT_FLOAT_EQ(md[j], 2.0f * m[j]);
+    EXPECT_FLOAT_EQ(dm[j], 2.0f * m[j]);  // both commute with scaling
+  }
+  EXPECT_FLOAT_EQ(m[0], 0.82f);  // {0.82,0.82,0.82,0.15,0.91}
+}
+
+TEST(Pipeline, EachStageUsableAlone) {
+  const std::vector<float> x = {1.0f, 2.0f, 3.0f};
+  const auto t = run(smoothing_pipeline<trend_stage>{}, x);
+  EXPECT_FLOAT_EQ(t[0], 1.0f);
+  EXPECT_NEAR(t[1], 1.6f, 1e-6f);
+  EXPECT_NEAR(t[2], 2.512f, 1e-6f);
+  const auto same = run(smoothing_pipeline<>{}, x);
+  EXPECT_EQ(same, x);
+}
+
+TEST(Pipeline, SpeakerNormDividesByOwnBaseline) {
+  const std::vector<float> x = {4.0f, 1.0f, 8.0f, 2.0f};
+  const std::int32_t speaker[] = {0, 1, 0, 1};
+  const float baseline[] = {4.0f, 1.0f};  // speaker 0 draws 4x the attention of speaker 1
+  const stage_context ctx{speaker, baseline, 2, nullptr};
+  const auto y = run(smoothing_pipeline<speaker_norm_stage>{}, x, ctx);
+  EXPECT_EQ(y, (std::vector<float>{1.0f, 1.0f, 2.0f, 2.0f}));
+}
+
+TEST(Pipeline, DefaultIsMedianTrendSpeakerNorm) {
+  static_assert(default_pipeline::num_stages == 3);
+  default_pipeline p;
+  p.stage<1>().level_weight = 1.0f;  // trend off: output equals the median
+  const std::vector<float> x = {0.82f, 0.15f, 0.91f, 0.08f, 0.87f, 0.12f};
+  const std::int32_t speaker[6] = {};
+  const float baseline[] = {0.5f};
+  const auto y = run(p, x, stage_context{speaker, baseline, 1, nullptr});
+  const auto m = run(smoothing_pipeline<median_stage<5>>{}, x);
+  for (size_t j = 0; j < x.size(); ++j) EXPECT_FLOAT_EQ(y[j], m[j] / 0.5f);
+}
+
+}  // namespace

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// Properties over long speech-like streams (F21 and the hard rules), several configurations.
+#include <gtest/gtest.h>
+
+#include <audiokv/audiokv.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "common/stream.hpp"
+
+namespace {
+
+using namespace audiokv;
+
+struct stream_result {
+  double mean_occupancy = 0.0;
+  std::int32_t peak = 0;
+  std::int64_t protected_evicted = 0;
+  std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over every plan
+  audiokv_stats stats;
+};
+
+struct stream_case {
+  const char* name;
+  audiokv_config config;
+  std::int64_t frames;
+};
+
+stream_result run_stream(const stream_case& sc, unsigned seed) {
+  tiered_cache<> cache(sc.config);
+  test::speech_stream stream(seed, sc.config.num_speakers);
+  eviction_plan plan;
+  plan.reserve(cache.capacity());
+  std::vector<float> attention;
+  // One K row per cell of one head, holding the position: checks compaction against the plan.
+  std::vector<float> keys(cache.capacity());
+  stream_result r;
+  double occupancy_sum = 0.0;
+  std::int64_t samples = 0;
+  const std::int64_t warm_up = 3 * sc.config.budget;
+  for (std::int64_t step = 0; step < sc.frames; ++step) {
+    const frame_meta f = stream.next_frame();
+    cache.append(&f, 1);
+    keys[cache.num_cells() - 1] = static_cast<float>(f.pos);
+    stream.attention(cache.positions(), cache.num_cells(), attention);
+    cache.observe(attention.data(), cache.num_cells());
+    if (cache.wants_eviction()) {
+      cache.plan(plan);
+      for (std::int32_t slot : plan.evict) {
+        r.protected_evicted +=
+            cache.is_protected(slot) && cache.tiers()[slot] != pool_tier::emergency;
+      }
+      for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
+        r.digest = (r.digest ^ static_cast<std::uint32_t>(plan.move_to[j])) * 1099511628211ull;
+      }
+      cpu::compact(kv_view<float, layout_hnd>(keys.data(), layout_hnd{{cache.capacity(), 1, 1}}), 0,
+                   plan);
+      cache.apply(plan);
+      for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
+        if (keys[j] != static_cast<float>(cache.positions()[j])) {
+          ADD_FAILURE() << sc.name << ": compaction disagrees with plan at step " << step;
+          return r;
+        }
+      }
+    }
+    r.peak = std::max(r.peak, cache.num_cells());
+    if (step >= warm_up) {
+      occupancy_sum += cache.num_cells();
+      ++samples;
+    }
+  }
+  r.mean_occupancy = occupancy_sum / static_cast<double>(samples);
+  r.stats = cache.stats();
+  return r;
+}
+
+std::vector<stream_case> cases() {
+  std::vector<stream_case> out;
+  audiokv_config a;
+  a.budget = 1000;
+  a.num_speakers = 3;
+  out.push_back({"default_B1000", a, 120000});
+  audiokv_config b = a;
+  b.budget = 256;
+  b.frame_ms = 40.0f;  // Qwen2-Audio tokens: 200 ms = 5 cells
+  b.boundary_radius = 3;
+  out.push_back({"qwen_tokens_B256", b, 100000});
+  audiokv_config c = a;
+  c.budget = 4096;
+  c.split = {0.5f, 0.4f, 0.1f};
+  c.trigger = 0.95f;
+  c.base_rate = 0.1f;
+  out.push_back({"large_B4096", c, 100000});
+  return out;
+}
+
+TEST(StreamProperties, BudgetProtectionCompactionAndDeterminism) {
+  for (const auto& sc : cases()) {
+    const stream_result r = run_stream(sc, 42);
+    const double operating_point = sc.config.trigger_cells();
+    SCOPED_TRACE(sc.name);
+    EXPECT_LE(r.peak, sc.config.budget);
+    EXPECT_LE(r.peak, sc.config.trigger_cells());
+    EXPECT_NEAR(r.mean_occupancy / operating_point, 1.0, 0.03) << "mean " << r.mean_occupancy;
+    EXPECT_EQ(r.protected_evicted, 0);
+    EXPECT_GT(r.stats.evictions, 10);
+    EXPECT_GT(r.stats.promotions, 0);
+    EXPECT_GT(r.stats.emergency_evictions, 0);
+    const stream_result again = run_stream(sc, 42);
+    EXPECT_EQ(again.digest, r.digest);
+    EXPECT_EQ(again.stats.cells_evicted, r.stats.cells_evicted);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <audiokv/audiokv.hpp>
+#include <vector>
+
+#include "common/stream.hpp"
+
+namespace {
+
+using namespace audiokv;
+using test::frames;
+
+audiokv_config small_config(std::int32_t budget = 100) {
+  audiokv_config c;
+  c.budget = budget;
+  c.min_retention_ms = 50.0f;  // 5 frames of 10 ms
+  c.boundary_radius = 2;
+  return c;
+}
+
+std::vector<float> uniform(std::int32_t n) { return std::vector<float>(n, 1.0f / n); }
+
+TEST(TieredCache, NewFramesEnterBufferAndFlaggedOnesTheEmergencyPool) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 4);
+  f[1].flags = frame_flag_segment_start;
+  f[2].flags = frame_flag_sink;
+  f[3].flags = frame_flag_phoneme_boundary;
+  cache.append(f.data(), 4);
+  EXPECT_EQ(cache.tiers()[0], pool_tier::buffer);
+  EXPECT_EQ(cache.tiers()[1], pool_tier::emergency);
+  EXPECT_EQ(cache.tiers()[2], pool_tier::emergency);
+  EXPECT_EQ(cache.tiers()[3], pool_tier::buffer);
+  EXPECT_EQ(cache.base_pool_cells(), 60);
+  EXPECT_EQ(cache.emergency_pool_cells(), 10);
+  EXPECT_EQ(cache.trigger_cells(), 90);
+}
+
+TEST(TieredCache, ImportanceIsEmaWithNeighbourPrior) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 2);
+  cache.append(f.data(), 2);
+  const float a[] = {0.8f, 0.2f};
+  cache.observe(a, 2);
+  EXPECT_FLOAT_EQ(cache.importance()[0], 0.3f * 0.8f);
+  EXPECT_FLOAT_EQ(cache.importance()[1], 0.3f * 0.2f);
+  auto g = frames(2, 1);
+  cache.append(g.data(), 1);  // prior: the previous frame's importance
+  EXPECT_FLOAT_EQ(cache.importance()[2], 0.3f * 0.2f);
+  const float b[] = {0.5f, 0.25f, 0.25f};
+  cache.observe(b, 3);
+  EXPECT_FLOAT_EQ(cache.importance()[0], 0.3f * 0.5f + 0.7f * 0.24f);
+  EXPECT_FLOAT_EQ(cache.importance()[2], 0.3f * 0.25f + 0.7f * 0.06f);
+}
+
+TEST(TieredCache, WithoutNeighbourPriorNewFramesStartAtZero) {
+  auto c = small_config();
+  c.neighbour_prior = false;
+  tiered_cache<> cache(c);
+  auto f = frames(0, 1);
+  cache.append(f.data(), 1);
+  const float a[] = {1.0f};
+  cache.observe(a, 1);
+  auto g = frames(1, 1);
+  cache.append(g.data(), 1);
+  EXPECT_EQ(cache.importance()[1], 0.0f);
+}
+
+TEST(TieredCache, TriggersAtNinetyPercentAndGetsBackUnder) {
+  tiered_cache<> cache(small_config());
+  eviction_plan plan;
+  for (std::int32_t p = 0; p < 89; ++p) {
+    auto f = frames(p, 1);
+    cache.append(f.data(), 1);
+  }
+  EXPECT_FALSE(cache.wants_eviction());
+  cache.plan(plan);
+  EXPECT_TRUE(plan.empty());
+  auto f = frames(89, 1);
+  cache.append(f.data(), 1);
+  cache.observe(uniform(90).data(), 90);
+  ASSERT_TRUE(cache.wants_eviction());
+  cache.plan(plan);
+  EXPECT_LT(plan.n_kv_after, 90);
+  // Flat scores: H = H_max, so r = base_rate and ceil(0.05 * candidates) cells go.
+  EXPECT_NEAR(plan.normalized_entropy, 1.0f, 1e-5f);
+  EXPECT_NEAR(plan.ratio, 0.05f, 1e-5f);
+  cache.apply(plan);
+  EXPECT_EQ(cache.num_cells(), plan.n_kv_after);
+  EXPECT_FALSE(cache.wants_eviction());
+}
+
+TEST(TieredCache, PeakyScoresEvictMoreThanFlatOnes) {
+  auto evicted_for = [](bool peaky) {
+    tiered_cache<> cache(small_config());
+    auto f = frames(0, 90);
+    cache.append(f.data(), 90);
+    std::vector<float> a(90, peaky ? 0.0001f : 1.0f / 90);
+    if (peaky) {
+      for (int j = 38; j < 43; ++j) a[j] = 1.0f;  // sustained, so the median keeps it
+    }
+    for (int step = 0; step < 20; ++step) cache.observe(a.data(), 90);
+    eviction_plan plan;
+    cache.plan(plan);
+    return plan.evict.size();
+  };
+  EXPECT_GT(evicted_for(true), evicted_for(false));
+}
+
+TEST(TieredCache, EvictsLowestScoresAndPromotesBestIntoBase) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 90);
+  cache.append(f.data(), 90);
+  std::vector<float> a(90);
+  for (int j = 0; j < 90; ++j) a[j] = j % 10 < 3 ? 10.0f : 1.0f;  // runs of 3 survive the median
+  for (int step = 0; step < 10; ++step) cache.observe(a.data(), 90);
+  eviction_plan plan;
+  cache.plan(plan);
+  // Every evicted cell scores no higher than every surviving unprotected buffer cell.
+  float max_evicted = -1.0f, min_kept = 1e30f;
+  for (int j = 0; j < 90; ++j) {
+    const bool evicted = plan.move_to[j] < 0;
+    if (evicted) max_evicted = std::max(max_evicted, cache.last_scores()[j]);
+    if (!evicted && !cache.is_protected(j)) min_kept = std::min(min_kept, cache.last_scores()[j]);
+  }
+  EXPECT_LE(max_evicted, min_kept);
+  // The base pool was empty, so the best 60 cells past the recent window are promoted.
+  EXPECT_EQ(plan.promote.size(), 60u);
+  cache.apply(plan);
+  EXPECT_EQ(cache.pool_size(pool_tier::base), 60);
+  for (int j = 0; j < cache.num_cells(); ++j) {
+    if (cache.positions()[j] % 10 < 3 && cache.positions()[j] < 80) {
+      EXPECT_EQ(cache.tiers()[j], pool_tier::base) << "pos " << cache.positions()[j];
+    }
+  }
+}
+
+TEST(TieredCache, BetterCandidatesReplaceWeakestBaseCells) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 90);
+  cache.append(f.data(), 90);
+  std::vector<float> a(90, 0.01f);
+  cache.observe(a.data(), 90);
+  eviction_plan plan;
+  cache.plan(plan);
+  cache.apply(plan);
+  ASSERT_EQ(cache.pool_size(pool_tier::base), 60);
+  // New frames draw much more attention than anything in the base pool.
+  std::int32_t next = 90;
+  while (!cache.wants_eviction()) {
+    auto g = frames(next++, 1);
+    cache.append(g.data(), 1);
+  }
+  std::vector<float> b(cache.num_cells(), 0.001f);
+  for (int j = 0; j < cache.num_cells(); ++j) {
+    if (cache.tiers()[j] == pool_tier::buffer) b[j] = 1.0f;
+  }
+  for (int step = 0; step < 10; ++step) cache.observe(b.data(), cache.num_cells());
+  cache.plan(plan);
+  EXPECT_FALSE(plan.demote.empty());  // some demoted cells are evicted in the same plan
+  EXPECT_GE(plan.promote.size(), plan.demote.size());
+  cache.apply(plan);
+  EXPECT_EQ(cache.pool_size(pool_tier::base), 60);
+}
+
+TEST(TieredCache, RecentWindowAndBoundaryNeighboursAreNeverEvicted) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 90);
+  f[30].flags = frame_flag_phoneme_boundary;
+  cache.append(f.data(), 90);
+  std::vector<float> a(90, 1.0f);
+  for (int j = 80; j < 90; ++j) a[j] = 0.0f;  // the newest look useless
+  for (int j = 20; j < 41; ++j) a[j] = 0.0f;  // and so does the boundary's neighbourhood
+  for (int step = 0; step < 5; ++step) cache.observe(a.data(), 90);
+  eviction_plan plan;
+  cache.plan_to(60, plan);
+  EXPECT_EQ(plan.protections_released, 0);
+  for (int j = 85; j < 90; ++j) EXPECT_GE(plan.move_to[j], 0) << "recent " << j;
+  for (int j = 28; j <= 32; ++j) EXPECT_GE(plan.move_to[j], 0) << "boundary " << j;
+  EXPECT_LT(plan.move_to[27], 0);  // just outside the +-2 radius
+  EXPECT_LT(plan.move_to[33], 0);
+}
+
+TEST(TieredCache, BoundaryProtectionExpiresAfterTheHorizon) {
+  auto c = small_config();
+  c.boundary_horizon_ms = 300.0f;  // 30 frames
+  tiered_cache<> cache(c);
+  auto f = frames(0, 90);
+  f[30].flags = frame_flag_phoneme_boundary;  // 59 frames old: expired
+  f[70].flags = frame_flag_phoneme_boundary;  // 19 frames old: active
+  cache.append(f.data(), 90);
+  EXPECT_FALSE(cache.is_protected(30));
+  EXPECT_TRUE(cache.is_protected(70));
+  EXPECT_TRUE(cache.is_protected(72));
+  EXPECT_FALSE(cache.is_protected(73));
+}
+
+TEST(TieredCache, EmergencyOverflowEvictsOldestNonSinkFirst) {
+  auto c = small_config();
+  tiered_cache<> cache(c);
+  auto f = frames(0, 90);
+  f[0].flags = frame_flag_sink;
+  for (int j = 1; j <= 12; ++j) f[j * 5].flags = frame_flag_critical;  // 13 emergency, cap 10
+  cache.append(f.data(), 90);
+  cache.observe(uniform(90).data(), 90);
+  eviction_plan plan;
+  cache.plan(plan);
+  EXPECT_GE(plan.move_to[0], 0);  // the sink stays
+  EXPECT_LT(plan.move_to[5], 0);  // the three oldest critical cells go
+  EXPECT_LT(plan.move_to[10], 0);
+  EXPECT_LT(plan.move_to[15], 0);
+  EXPECT_GE(plan.move_to[20], 0);
+  cache.apply(plan);
+  EXPECT_EQ(cache.pool_size(pool_tier::emergency), 10);
+  EXPECT_EQ(cache.stats().emergency_evictions, 3);
+}
+
+TEST(TieredCache, VoiceWeightingKeepsVoicedFramesOverSilence) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 90);
+  for (int j = 0; j < 90; ++j) f[j].voice = (j / 10) % 2 == 0 ? 1.0f : 0.0f;
+  cache.append(f.data(), 90);
+  cache.observe(uniform(90).data(), 90);
+  eviction_plan plan;
+  cache.plan_to(55, plan);  // 35 of the 40 silent cells go, no voiced one
+  for (std::int32_t slot : plan.evict) {
+    if (slot < 85) {
+      EXPECT_EQ(f[slot].voice, 0.0f) << "voiced cell " << slot << " evicted";
+    }
+  }
+}
+
+TEST(TieredCache, AdditivePriorsRescueFrames) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 90);
+  f[3].prior = 10.0f;
+  cache.append(f.data(), 90);
+  std::vector<float> a(90, 1.0f);
+  a[3] = 0.0f;
+  for (int step = 0; step < 5; ++step) cache.observe(a.data(), 90);
+  eviction_plan plan;
+  cache.plan_to(20, plan);
+  EXPECT_GE(plan.move_to[3], 0);
+}
+
+TEST(TieredCache, MultiplicativePriorsScaleScores) {
+  auto c = small_config();
+  c.prior = prior_mode::multiply;
+  tiered_cache<> cache(c);
+  auto f = frames(0, 90);
+  f[40].prior = -1.0f;  // final *= 0: always the first to go
+  cache.append(f.data(), 90);
+  cache.observe(uniform(90).data(), 90);
+  eviction_plan plan;
+  cache.plan_to(89, plan);
+  ASSERT_EQ(plan.evict.size(), 1u);
+  EXPECT_EQ(plan.evict[0], 40);
+}
+
+TEST(TieredCache, SpeakerNormalisationProtectsTheQuietSpeaker) {
+  auto c = small_config();
+  c.num_speakers = 2;
+  tiered_cache<> cache(c);
+  auto f = frames(0, 90);
+  for (int j = 0; j < 90; ++j) f[j].speaker = j < 45 ? 0 : 1;
+  cache.append(f.data(), 90);
+  std::vector<float> a(90);
+  for (int j = 0; j < 90; ++j) a[j] = (j < 45 ? 10.0f : 1.0f) * (1.0f + 0.01f * (j % 7));
+  for (int step = 0; step < 20; ++step) cache.observe(a.data(), 90);
+  EXPECT_GT(cache.speaker_baselines()[0], 5.0f * cache.speaker_baselines()[1]);
+  eviction_plan plan;
+  cache.plan_to(45, plan);
+  int quiet_evicted = 0;
+  for (std::int32_t slot : plan.evict) quiet_evicted += slot >= 45;
+  EXPECT_GT(quiet_evicted, 10);  // without normalisation all 45 would come from speaker 1
+  EXPECT_LT(quiet_evicted, 35);
+}
+
+TEST(TieredCache, BurstOfRawScoresResetsBaselines) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 60);
+  cache.append(f.data(), 60);
+  std::vector<float> calm(60);
+  for (int j = 0; j < 60; ++j) calm[j] = 0.01f + 0.002f * static_cast<float>(j % 3);
+  for (int step = 0; step < 20; ++step) cache.observe(calm.data(), 60);
+  EXPECT_EQ(cache.stats().drift_resets, 0);
+  std::vector<float> burst = calm;
+  for (int j = 50; j < 60; ++j) burst[j] = (j % 2) ? 0.5f : 0.0f;  // noise burst on the newest
+  cache.observe(burst.data(), 60);
+  EXPECT_EQ(cache.stats().drift_resets, 1);
+  double mean = 0;
+  for (int j = 0; j < 60; ++j) mean += cache.importance()[j];
+  EXPECT_NEAR(cache.speaker_baselines()[0], mean / 60, 1e-6);
+}
+
+TEST(TieredCache, GroupObserveReducesQueryHeads) {
+  auto make = [] {
+    tiered_cache<> cache(small_config());
+    auto f = frames(0, 3);
+    cache.append(f.data(), 3);
+    return cache;
+  };
+  const float group[] = {0.2f, 0.3f, 0.5f,   // query head 0
+                         0.6f, 0.1f, 0.3f};  // query head 1
+  auto mean_cache = make();
+  mean_cache.observe_group(group, 2, 3, gqa_reduce::mean);
+  EXPECT_FLOAT_EQ(mean_cache.importance()[0], 0.3f * 0.4f);
+  auto max_cache = make();
+  max_cache.observe_group(group, 2, 3, gqa_reduce::max);
+  EXPECT_FLOAT_EQ(max_cache.importance()[1], 0.3f * 0.3f);
+}
+
+TEST(TieredCache, PlanToReachesExactTarget) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 80);
+  cache.append(f.data(), 80);
+  cache.observe(uniform(80).data(), 80);
+  eviction_plan plan;
+  cache.plan_to(32, plan);
+  EXPECT_EQ(plan.n_kv_after, 32);
+  EXPECT_EQ(plan.evict.size(), 48u);
+  cache.apply(plan);
+  EXPECT_EQ(cache.num_cells(), 32);
+}
+
+TEST(TieredCache, BoundaryProtectionYieldsOnlyWhenTargetDemandsIt) {
+  auto c = small_config();
+  c.boundary_radius = 10;
+  c.split = {0.0f, 0.9f, 0.1f};  // no base pool to promote into: every cell awaits evaluation
+  tiered_cache<> cache(c);
+  auto f = frames(0, 80);
+  for (int j = 5; j < 75; j += 10) f[j].flags = frame_flag_phoneme_boundary;
+  cache.append(f.data(), 80);
+  cache.observe(uniform(80).data(), 80);
+  eviction_plan plan;
+  cache.plan_to(40, plan);  // every non-recent cell is boundary-protected
+  EXPECT_EQ(plan.n_kv_after, 40);
+  EXPECT_EQ(plan.protections_released, 40);
+  for (int j = 75; j < 80; ++j) EXPECT_GE(plan.move_to[j], 0);
+}
+
+TEST(TieredCache, ApplyRejectsStalePlans) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 90);
+  cache.append(f.data(), 90);
+  cache.observe(uniform(90).data(), 90);
+  eviction_plan plan;
+  cache.plan(plan);
+  auto g = frames(90, 1);
+  cache.append(g.data(), 1);
+  EXPECT_THROW(cache.apply(plan), audiokv::error);
+  EXPECT_EQ(cache.num_cells(), 91);
+}
+
+TEST(TieredCache, PlanMatchesCpuCompactionOfKv) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(100, 90);
+  cache.append(f.data(), 90);
+  std::vector<float> a(90);
+  for (int j = 0; j < 90; ++j) a[j] = static_cast<float>((j * 37) % 11);
+  cache.observe(a.data(), 90);
+  // K rows of 2 heads x 4 dims in [cells, heads, dim]; every value encodes its cell's position.
+  std::vector<float> k(90 * 2 * 4);
+  for (int j = 0; j < 90; ++j) {
+    for (int e = 0; e < 8; ++e) k[j * 8 + e] = static_cast<float>(100 + j) + 0.125f * e;
+  }
+  eviction_plan plan;
+  cache.plan(plan);
+  cpu::compact_all_heads(kv_view<float>(k.data(), layout_nhd{{90, 2, 4}}), plan);
+  cache.apply(plan);
+  for (int j = 0; j < cache.num_cells(); ++j) {
+    for (int e = 0; e < 8; ++e) {
+      ASSERT_EQ(k[j * 8 + e], static_cast<float>(cache.positions()[j]) + 0.125f * e);
+    }
+  }
+}
+
+}  // namespace
