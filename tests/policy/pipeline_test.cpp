@@ -77,3 +77,19 @@ TEST(Pipeline, DefaultIsMedianTrendSpeakerNorm) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Pipeline, MedianStageEqualsCoreFunctionBitForBit) {
+  std::vector<float> x(1001);
+  for (size_t j = 0; j < x.size(); ++j) x[j] = static_cast<float>((j * 7919) % 97) * 0.01f - 0.3f;
+  for (std::int32_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1001}) {
+    std::vector<float> out(n);
+    audiokv::median_stage<5>{}.apply(x.data(), out.data(), n, {});
+    for (std::int32_t j = 0; j < n; ++j) {
+      ASSERT_EQ(out[j], audiokv::core::median_at<5>(x.data(), n, j)) << "n=" << n << " j=" << j;
+    }
+  }
+}
+
+}  // namespace

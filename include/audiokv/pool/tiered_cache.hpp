@@ -15,6 +15,7 @@
 #include "../core/gqa.hpp"
 #include "../core/importance.hpp"
 #include "../core/selection.hpp"
+#include "../core/selection_key.hpp"
 #include "../detail/cell_store.hpp"
 #include "../error.hpp"
 #include "../policy/eviction_policy.hpp"
@@ -66,6 +67,7 @@ class tiered_cache final : public eviction_policy {
     order_b_.resize(capacity);
     boundary_pos_.resize(capacity);
     tier_after_.resize(capacity);
+    keys_.resize(capacity);
     baseline_.assign(config_.num_speakers, 0.0f);
     speaker_sum_.assign(config_.num_speakers, 0.0);
     speaker_count_.assign(config_.num_speakers, 0);
@@ -287,16 +289,17 @@ class tiered_cache final : public eviction_policy {
     }
   }
 
-  /// Marks the `count` lowest (score, position) cells among order[0..size) in the evict mask.
-  std::int32_t evict_lowest(std::int32_t* order, std::int32_t size, std::int32_t count,
+  /// Marks the `count` lowest (score, position) cells among order[0..size) in the evict mask;
+  /// an integer select over selection_key, the order every backend uses.
+  std::int32_t evict_lowest(const std::int32_t* order, std::int32_t size, std::int32_t count,
                             std::uint8_t* mask) const {
     count = std::min(count, size);
     if (count <= 0) return 0;
-    auto before = [this](std::int32_t a, std::int32_t b) {
-      return core::evicts_before(final_[a], store_.pos()[a], final_[b], store_.pos()[b]);
-    };
-    if (count < size) std::nth_element(order, order + count - 1, order + size, before);
-    for (std::int32_t i = 0; i < count; ++i) mask[order[i]] = 1;
+    std::uint64_t* keys = keys_.data();
+    for (std::int32_t i = 0; i < size; ++i)
+      keys[i] = core::selection_key(0, core::ordered_score_bits(final_[order[i]]), order[i], 32);
+    if (count < size) std::nth_element(keys, keys + count - 1, keys + size);
+    for (std::int32_t i = 0; i < count; ++i) mask[core::key_slot(keys[i], 32)] = 1;
     return count;
   }
 
@@ -416,6 +419,7 @@ class tiered_cache final : public eviction_policy {
   mutable std::vector<std::int32_t> order_b_;       // [capacity] second index list
   mutable std::vector<std::int32_t> boundary_pos_;  // [capacity] positions of boundaries
   mutable std::vector<pool_tier> tier_after_;       // [capacity] tiers once the plan applies
+  mutable std::vector<std::uint64_t> keys_;         // [capacity] selection keys
   std::vector<float> baseline_;                     // [num_speakers] F16 running means
   double global_std_ = 0.0;                         // F17 running mean of the recent std
   std::int64_t drift_history_ = 0;                  // steps that fed global_std_
