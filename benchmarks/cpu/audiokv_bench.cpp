@@ -5,10 +5,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <audiokv/core/selection_key.hpp>
+#include <audiokv/detail/radix_select.hpp>
 #include <audiokv/eigen.hpp>
+
 #include <random>
 #include <vector>
+#include "machine.hpp"
 
 namespace {
 
@@ -125,36 +127,37 @@ void BM_Median5(benchmark::State& state) {
                                                          benchmark::Counter::kInvert);
 }
 
-/// Selection of the 10% lowest (score, slot) pairs as the policy does it: 64-bit selection keys
-/// built from the scores, then an integer select. Fresh order every iteration.
+/// Selection of the 10% lowest (score, slot) cells as the policy does it: the radix select of
+/// detail/radix_select.hpp over ascending candidate slots. Fresh scores every iteration.
 void BM_SelectLowest(benchmark::State& state) {
   const auto cells = static_cast<std::int32_t>(state.range(0));
-  const auto scores = random_probs(cells, 5);
-  std::vector<std::int32_t> order(cells);
-  std::vector<std::uint64_t> keys(cells);
-  const std::int32_t k = cells / 10;
+  std::vector<std::int32_t> slots(cells);
+  for (std::int32_t i = 0; i < cells; ++i) slots[i] = i;
+  std::vector<std::uint32_t> bits(cells);
+  std::vector<std::uint8_t> mask(cells);
+  std::vector<float> scores;
+  unsigned seed = 5;
   for (auto _ : state) {
     state.PauseTiming();
-    for (std::int32_t i = 0; i < cells; ++i) order[i] = (i * 7919) % cells;
+    scores = random_probs(cells, seed++);
+    std::fill(mask.begin(), mask.end(), 0);
     state.ResumeTiming();
-    for (std::int32_t i = 0; i < cells; ++i) {
-      keys[i] = audiokv::core::selection_key(0, audiokv::core::ordered_score_bits(scores[order[i]]),
-                                             order[i], 32);
-    }
-    std::nth_element(keys.begin(), keys.begin() + k, keys.end());
-    benchmark::DoNotOptimize(keys.data());
+    audiokv::detail::radix_select_lowest(scores.data(), slots.data(), cells, cells / 10,
+                                         bits.data(), mask.data());
+    benchmark::DoNotOptimize(mask.data());
   }
 }
 
-/// Plain std::nth_element on the floats alone: the reference the selection must not trail.
+/// std::nth_element on the floats alone (fresh data every iteration): the reference the
+/// selection must not trail.
 void BM_NthElementFloats(benchmark::State& state) {
   const auto cells = static_cast<std::int32_t>(state.range(0));
-  const auto scores = random_probs(cells, 5);
-  std::vector<float> work(cells);
+  std::vector<float> work;
   const std::int32_t k = cells / 10;
+  unsigned seed = 5;
   for (auto _ : state) {
     state.PauseTiming();
-    for (std::int32_t i = 0; i < cells; ++i) work[i] = scores[(i * 7919) % cells];
+    work = random_probs(cells, seed++);
     state.ResumeTiming();
     std::nth_element(work.begin(), work.begin() + k, work.end());
     benchmark::DoNotOptimize(work.data());
@@ -175,4 +178,11 @@ BENCHMARK(BM_NthElementFloats)->Apply(cell_sizes);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("cpu_model", audiokv::bench::cpu_model());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -15,8 +15,8 @@
 #include "../core/gqa.hpp"
 #include "../core/importance.hpp"
 #include "../core/selection.hpp"
-#include "../core/selection_key.hpp"
 #include "../detail/cell_store.hpp"
+#include "../detail/radix_select.hpp"
 #include "../error.hpp"
 #include "../policy/eviction_policy.hpp"
 #include "../policy/smoothing_pipeline.hpp"
@@ -67,7 +67,7 @@ class tiered_cache final : public eviction_policy {
     order_b_.resize(capacity);
     boundary_pos_.resize(capacity);
     tier_after_.resize(capacity);
-    keys_.resize(capacity);
+    key_bits_.resize(capacity);
     baseline_.assign(config_.num_speakers, 0.0f);
     speaker_sum_.assign(config_.num_speakers, 0.0);
     speaker_count_.assign(config_.num_speakers, 0);
@@ -289,18 +289,13 @@ class tiered_cache final : public eviction_policy {
     }
   }
 
-  /// Marks the `count` lowest (score, position) cells among order[0..size) in the evict mask;
-  /// an integer select over selection_key, the order every backend uses.
+  /// Marks the `count` lowest (score, position) cells among order[0..size) (ascending slots)
+  /// in the evict mask; a radix select in the order of core/selection_key.hpp.
   std::int32_t evict_lowest(const std::int32_t* order, std::int32_t size, std::int32_t count,
                             std::uint8_t* mask) const {
     count = std::min(count, size);
-    if (count <= 0) return 0;
-    std::uint64_t* keys = keys_.data();
-    for (std::int32_t i = 0; i < size; ++i)
-      keys[i] = core::selection_key(0, core::ordered_score_bits(final_[order[i]]), order[i], 32);
-    if (count < size) std::nth_element(keys, keys + count - 1, keys + size);
-    for (std::int32_t i = 0; i < count; ++i) mask[core::key_slot(keys[i], 32)] = 1;
-    return count;
+    detail::radix_select_lowest(final_.data(), order, size, count, key_bits_.data(), mask);
+    return std::max(count, 0);
   }
 
   /// Gathers cells satisfying `pred` into `order`; returns their count.
@@ -419,7 +414,7 @@ class tiered_cache final : public eviction_policy {
   mutable std::vector<std::int32_t> order_b_;       // [capacity] second index list
   mutable std::vector<std::int32_t> boundary_pos_;  // [capacity] positions of boundaries
   mutable std::vector<pool_tier> tier_after_;       // [capacity] tiers once the plan applies
-  mutable std::vector<std::uint64_t> keys_;         // [capacity] selection keys
+  mutable std::vector<std::uint32_t> key_bits_;     // [capacity] ordered score bits
   std::vector<float> baseline_;                     // [num_speakers] F16 running means
   double global_std_ = 0.0;                         // F17 running mean of the recent std
   std::int64_t drift_history_ = 0;                  // steps that fed global_std_

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The machine a benchmark ran on, recorded in the JSON context so results name their hardware.
+#pragma once
+
+#include <fstream>
+#include <string>
+
+namespace audiokv::bench {
+
+/// "model name" from /proc/cpuinfo, or "unknown".
+inline std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace audiokv::bench
