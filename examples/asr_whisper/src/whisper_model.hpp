@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "asr_error.hpp"
+#include "bpe_vocabulary.hpp"
+#include "byte_reader.hpp"
+#include "ct2_model_file.hpp"
+#include "json_value.hpp"
+#include "whisper_weights.hpp"
+
+namespace asr {
+
+/// @brief A CTranslate2 Whisper model directory (faster-whisper layout): `model.bin`,
+/// `config.json` (suppress_ids, suppress_ids_begin, alignment_heads) and `vocabulary.txt`.
+struct whisper_model {
+  std::string dir;
+  whisper_weights w;
+  bpe_vocabulary vocab;
+  std::vector<int32_t> suppress_ids;                 ///< masked at every step
+  std::vector<int32_t> suppress_ids_begin;           ///< also masked at the first generated step
+  std::vector<std::pair<int, int>> alignment_heads;  ///< (decoder layer, head)
+  int32_t eot = -1, sot = -1, no_timestamps = -1, lang_en = -1, transcribe = -1;
+  bool multilingual = false;
+
+  static whisper_model load(const std::string& dir) {
+    whisper_model m;
+    m.dir = dir;
+    const ct2_model_file f = ct2_model_file::load(dir + "/model.bin");
+    m.w = whisper_weights::load(f);
+    m.vocab = bpe_vocabulary::load(dir + "/vocabulary.txt");
+    if (static_cast<int>(m.vocab.size()) != m.w.n_vocab) {
+      throw asr_error(dir + "/vocabulary.txt: " + std::to_string(m.vocab.size()) +
+                      " tokens, but the model's embedding table has " +
+                      std::to_string(m.w.n_vocab) + " rows");
+    }
+    m.eot = m.required_token("<|endoftext|>");
+    m.sot = m.required_token("<|startoftranscript|>");
+    m.no_timestamps = m.required_token("<|notimestamps|>");
+    m.lang_en = m.vocab.id_of("<|en|>");
+    m.transcribe = m.vocab.id_of("<|transcribe|>");
+    // CTranslate2's rule: the multilingual vocabulary has 51865 (large-v3: 51866) entries,
+    // English-only models (*.en) have 51864 and take no language/task tokens.
+    m.multilingual = m.vocab.size() >= 51865 && m.lang_en >= 0 && m.transcribe >= 0;
+
+    const std::string cfg_path = dir + "/config.json";
+    const std::vector<uint8_t> cfg_bytes = read_file_bytes(cfg_path);
+    const json_value cfg =
+        json_value::parse(std::string(cfg_bytes.begin(), cfg_bytes.end()), cfg_path);
+    m.suppress_ids = m.id_list(cfg, "suppress_ids", cfg_path);
+    m.suppress_ids_begin = m.id_list(cfg, "suppress_ids_begin", cfg_path);
+    if (const json_value* ah = cfg.get("alignment_heads")) {
+      for (const json_value& p : ah->items()) {
+        if (p.items().size() == 2 && p.items()[0].is_number() && p.items()[1].is_number()) {
+          m.alignment_heads.emplace_back(static_cast<int>(p.items()[0].number()),
+                                         static_cast<int>(p.items()[1].number()));
+        }
+      }
+    }
+    return m;
+  }
+
+  /// Decoder prompt: `<|startoftranscript|><|notimestamps|>` for English-only models,
+  /// `<|startoftranscript|><|en|><|transcribe|><|notimestamps|>` for multilingual ones.
+  std::vector<int32_t> prompt() const {
+    if (multilingual) return {sot, lang_en, transcribe, no_timestamps};
+    return {sot, no_timestamps};
+  }
+
+  int n_dec_layers() const { return static_cast<int>(w.dec.size()); }
+  int n_dec_heads() const { return w.dec_heads; }
+  int head_dim() const { return w.d_model / w.dec_heads; }
+
+ private:
+  int32_t required_token(const std::string& t) const {
+    const int32_t id = vocab.id_of(t);
+    if (id < 0) throw asr_error(vocab.path() + ": special token " + t + " not found");
+    return id;
+  }
+
+  std::vector<int32_t> id_list(const json_value& cfg, const std::string& key,
+                               const std::string& file) const {
+    std::vector<int32_t> ids;
+    const json_value* v = cfg.get(key);
+    if (v == nullptr) return ids;  // older conversions: no default suppression list
+    if (!v->is_array()) throw asr_error(file + ": '" + key + "' is not an array");
+    for (const json_value& x : v->items()) {
+      if (!x.is_number() || x.number() < 0 || x.number() >= w.n_vocab) {
+        throw asr_error(file + ": '" + key + "' holds an id outside [0, " +
+                        std::to_string(w.n_vocab) + ")");
+      }
+      ids.push_back(static_cast<int32_t>(x.number()));
+    }
+    return ids;
+  }
+};
+
+}  // namespace asr

