@@ -3,7 +3,10 @@
 // cross-attention KV is managed per (layer, head) by an eviction hook.
 
 #include <sys/stat.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,10 +24,7 @@
 #include "src/whisper_model.hpp"
 #include "src/whisper_transcriber.hpp"
 
-#if __has_include(<audiokv/pool/tiered_cache.hpp>)
-#include <audiokv/pool/tiered_cache.hpp>
-#define ASR_WHISPER_HAVE_TIERED_CACHE 1
-#endif
+#include <audiokv/policy/registry.hpp>
 
 namespace {
 
@@ -60,13 +60,32 @@ struct options {
   double keep_ratio = 1.0;
   int observe_steps = 0;  ///< 0: the prompt length plus 4 decode steps
   bool follow_trigger = false;
+  int rank_block = -1;                ///< audiokv local_rank_stage block; -1: library default
+  double voice_weight = -1;           ///< audiokv F14 weight; -1: library default
+  double evaluation_share = -1;       ///< audiokv evaluation threshold; -1: library default
+  int window = 0;                     ///< snapkv/pyramidkv/adakv window; 0: the observed steps
+  int kernel = 7;                     ///< snapkv/pyramidkv/adakv pooling kernel
+  std::string pool = "max";           ///< avg or max
+  std::vector<std::string> policies;  ///< --policies: several runs per encoded clip
+  std::vector<double> ratios;         ///< --keep-ratios
 };
+
+/// Comma-separated list.
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
 
 void usage(std::ostream& os) {
   os << "usage: asr_whisper [--model DIR] [--wav FILE | --manifest FILE --split dev|test|all]\n"
         "                   [--json] [--max-clips N] [--frames speech|all] [--dump-mel DIR]\n"
-        "                   [--sounds-dir DIR] [--policy full|audiokv] [--keep-ratio R]\n"
-        "                   [--observe-steps N] [--follow-trigger]\n"
+        "                   [--sounds-dir DIR] [--policy NAME] [--keep-ratio R]\n"
+        "                   [--observe-steps N] [--follow-trigger] [--rank-block N]\n"
+        "                   [--voice-weight W] [--window W] [--kernel K] [--pool avg|max]\n"
         "  --model DIR     CTranslate2 Whisper directory (model.bin, config.json, "
         "vocabulary.txt);\n"
         "                  default: $AUDIOKV_WHISPER_MODEL, else "
@@ -77,9 +96,20 @@ void usage(std::ostream& os) {
         "                  speech-bearing frames; all: all 1500 frames (reference Whisper)\n"
         "  --dump-mel DIR  write each clip's log-mel as DIR/<clip_id>.f32 ([80, 3000] float32)\n"
         "  --json          one JSON object per clip on stdout; summary on stderr\n"
-        "  --policy NAME   full (default, keep every frame) or audiokv (library tiered_cache, one\n"
-        "                  per decoder layer and head, budget round(R * cached frames))\n"
-        "  --keep-ratio R  retention in (0, 1] for --policy audiokv (default 1.0)\n"
+        "  --policy NAME   full (default, keep every frame) or any audiokv::make_policy name\n"
+        "                  (audiokv, fifo, lru, streaming_llm, h2o, snapkv, pyramidkv, tova,\n"
+        "                  knorm, observed_attention, adakv, uniform_stride, random): one per\n"
+        "                  decoder layer and head, budget round(R * cached frames)\n"
+        "  --keep-ratio R  retention in (0, 1] (default 1.0)\n"
+        "  --rank-block N  audiokv: cells per within-block rank (0 = off)\n"
+        "  --voice-weight W  audiokv: final = s * (1 + W * voice)\n"
+        "  --evaluation-share S  audiokv: a cell is evaluated once attention >= S / cells\n"
+        "  --policies A,B,...  --keep-ratios R1,R2,...  run every (policy, ratio) on each clip,\n"
+        "                  encoding it once; 'full' runs once per clip. audiokv_tuned is audiokv\n"
+        "                  with the settings tuned on the dev split (rank block 4, voice weight\n"
+        "                  0, evaluation share 4)\n"
+        "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
+        "                  (default: the observed steps), pooling kernel (7) and pooling (max)\n"
         "  --observe-steps N  decode steps observed on the full cache before the one-shot\n"
         "                  compression (default: prompt length + 4)\n"
         "  --follow-trigger   afterwards also evict whenever the policy's trigger fires\n"
@@ -184,31 +214,65 @@ double parse_ratio(const std::string& s) {
   return v;
 }
 
+/// Library options for one (layer, head) of a clip under the command line's policy settings.
+audiokv::policy_options policy_options_for(const options& o, const clip_context& clip, int layer,
+                                           int observe_steps) {
+  audiokv::policy_options po;
+  po.budget = std::max(1, static_cast<int>(std::lround(o.keep_ratio * clip.n_frames)));
+  po.capacity = std::max(po.budget, clip.n_frames);
+  po.audiokv.budget = po.budget;
+  po.audiokv.capacity = po.capacity;
+  po.audiokv.frame_ms = 20.0f;  // one Whisper encoder position
+  if (o.voice_weight >= 0) po.audiokv.voice_weight = static_cast<float>(o.voice_weight);
+  if (o.evaluation_share >= 0) po.audiokv.evaluation_share = static_cast<float>(o.evaluation_share);
+  if (o.rank_block >= 0) po.audiokv_pipeline.stage<2>().block = o.rank_block;
+  po.window = o.window > 0 ? o.window : observe_steps;
+  po.kernel = o.kernel;
+  po.pool = o.pool == "avg" ? audiokv::scores::pool_kind::avg : audiokv::scores::pool_kind::max;
+  po.layer = layer;
+  po.num_layers = clip.n_layers;
+  po.seed = 1234;
+  return po;
+}
+
 /// The eviction hook selected on the command line.
-std::unique_ptr<kv_eviction_hook> make_hook(const options& o, const whisper_model& m) {
+std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   if (o.policy == "full") return std::make_unique<keep_all_hook>();
-  if (o.policy == "audiokv") {
-#ifdef ASR_WHISPER_HAVE_TIERED_CACHE
-    const double ratio = o.keep_ratio;
-    audiokv_policy_hook::options ho;
-    ho.observe_steps =
-        o.observe_steps > 0 ? o.observe_steps : static_cast<int>(m.prompt().size()) + 4;
-    ho.follow_trigger = o.follow_trigger;
-    return std::make_unique<audiokv_policy_hook>(
-        [ratio](const clip_context& clip, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
-          audiokv::audiokv_config cfg;
-          cfg.budget = std::max(1, static_cast<int>(std::lround(ratio * clip.n_frames)));
-          cfg.capacity = std::max(cfg.budget, clip.n_frames);
-          cfg.frame_ms = 20.0f;  // one Whisper encoder position
-          return std::make_unique<audiokv::tiered_cache<>>(cfg);
-        },
-        ho);
-#else
-    (void)m;
-    throw asr_error("--policy audiokv: this build has no <audiokv/pool/tiered_cache.hpp>");
-#endif
+  if (o.policy == "audiokv_tuned") {
+    // Chosen on the dev split at retention 0.4 (README, "Quality"): temporal continuity by
+    // within-block rank, no VAD weight (the energy VAD marks consonants as silence), and
+    // audio the decoder has not reached yet competing by position instead of by noise.
+    o.policy = "audiokv";
+    if (o.rank_block < 0) o.rank_block = 4;
+    if (o.voice_weight < 0) o.voice_weight = 0.0;
+    if (o.evaluation_share < 0) o.evaluation_share = 4.0;
   }
-  throw asr_error("unknown --policy '" + o.policy + "' (full, audiokv)");
+  audiokv_policy_hook::options ho;
+  ho.observe_steps =
+      o.observe_steps > 0 ? o.observe_steps : static_cast<int>(m.prompt().size()) + 4;
+  ho.follow_trigger = o.follow_trigger;
+  // adakv shares one budget across the heads of a layer: one group per (clip, layer).
+  auto groups = std::make_shared<std::vector<std::shared_ptr<audiokv::adakv_group>>>();
+  const int observe_steps = ho.observe_steps;
+  // Unknown names and invalid settings fail here, before the model loads.
+  audiokv::make_policy(o.policy, policy_options_for(o, clip_context{1, 1, 1, 1500}, 0, 1));
+  return std::make_unique<audiokv_policy_hook>(
+      [o, groups, observe_steps](const clip_context& clip, int layer,
+                                 int head) -> std::unique_ptr<audiokv::eviction_policy> {
+        audiokv::policy_options po = policy_options_for(o, clip, layer, observe_steps);
+        if (o.policy == "adakv") {
+          if (layer == 0 && head == 0) groups->assign(static_cast<size_t>(clip.n_layers), nullptr);
+          auto& group = (*groups)[static_cast<size_t>(layer)];
+          if (!group) {
+            group = audiokv::adakv_group::create(
+                audiokv::adakv_config{po.snap(), clip.n_heads, po.alpha_safeguard});
+          }
+          po.adakv_shared = group;
+          po.adakv_head = head;
+        }
+        return audiokv::make_policy(o.policy, po);
+      },
+      ho);
 }
 
 int run(int argc, char** argv) {
@@ -243,7 +307,23 @@ int run(int argc, char** argv) {
       o.observe_steps = parse_int(next(), "--observe-steps");
     else if (a == "--follow-trigger")
       o.follow_trigger = true;
-    else if (a == "--frames") {
+    else if (a == "--rank-block")
+      o.rank_block = parse_int(next(), "--rank-block");
+    else if (a == "--voice-weight")
+      o.voice_weight = std::stod(next());
+    else if (a == "--evaluation-share")
+      o.evaluation_share = std::stod(next());
+    else if (a == "--window")
+      o.window = parse_int(next(), "--window");
+    else if (a == "--kernel")
+      o.kernel = parse_int(next(), "--kernel");
+    else if (a == "--pool")
+      o.pool = next();
+    else if (a == "--policies")
+      o.policies = split_list(next());
+    else if (a == "--keep-ratios") {
+      for (const std::string& r : split_list(next())) o.ratios.push_back(parse_ratio(r));
+    } else if (a == "--frames") {
       const std::string m = next();
       if (m == "speech")
         o.frames = frame_mode::speech;
@@ -301,8 +381,26 @@ int run(int argc, char** argv) {
               << " heads, vocab " << model.w.n_vocab << ", loaded in " << fmt(load_s, 2) << " s)\n";
   }
   const whisper_transcriber tr(model);
-  const std::unique_ptr<kv_eviction_hook> hook_ptr = make_hook(o, model);
-  kv_eviction_hook& hook = *hook_ptr;
+  // Every (policy, ratio) run of the sweep, each with its own hook; 'full' runs once.
+  struct run_config {
+    std::string policy;
+    double ratio;
+    std::unique_ptr<kv_eviction_hook> hook;
+  };
+  std::vector<run_config> runs;
+  const std::vector<std::string> policies =
+      o.policies.empty() ? std::vector<std::string>{o.policy} : o.policies;
+  const std::vector<double> ratios =
+      o.ratios.empty() ? std::vector<double>{o.keep_ratio} : o.ratios;
+  for (const std::string& policy : policies) {
+    for (const double ratio : ratios) {
+      options run_options = o;
+      run_options.policy = policy;
+      run_options.keep_ratio = policy == "full" ? 1.0 : ratio;
+      runs.push_back({policy, run_options.keep_ratio, make_hook(run_options, model)});
+      if (policy == "full") break;
+    }
+  }
 
   long total_edits = 0, total_ref = 0;
   double total_audio = 0.0, total_proc = 0.0, total_enc = 0.0;
@@ -329,60 +427,63 @@ int run(int argc, char** argv) {
               static_cast<std::streamsize>(clip.mel.size() * sizeof(float)));
       if (!f) throw asr_error(p + ": cannot write log-mel dump");
     }
-    const decode_result r = tr.transcribe(clip, hook, o.frames);
-    const std::string text = tr.text(r.tokens);
-    const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
-    const double rtf = proc / std::max(clip.duration_s, 1e-9);
-    int n_voice = 0;
-    for (uint8_t v : clip.is_voice) n_voice += v;
-    const bool has_ref = !spec.reference.empty();
-    const word_error_rate wer = word_error_rate::compute(spec.reference, text);
-    if (has_ref) {
-      total_edits += wer.edits;
-      total_ref += wer.ref_words;
-    }
-    total_audio += clip.duration_s;
-    total_proc += proc;
-    total_enc += clip.encoder_seconds;
-    ++n_done;
-    const int n_frames = o.frames == frame_mode::all ? model.w.n_audio_ctx : clip.n_speech_frames;
-    if (o.json) {
-      std::ostringstream js;
-      js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
-         << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(o.policy)
-         << "\",\"keep_ratio\":" << (o.policy == "full" ? 1.0 : o.keep_ratio)
-         << ",\"frame_mode\":\"" << (o.frames == frame_mode::all ? "all" : "speech")
-         << "\",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
-         << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
-         << ",\"tokens\":[";
-      for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];
-      js << "],\"n_tokens\":" << r.tokens.size()
-         << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
-         << json_escape(text) << "\",\"reference\":\"" << json_escape(spec.reference)
-         << "\",\"wer\":" << (has_ref ? fmt(wer.rate()) : "null")
-         << ",\"word_errors\":" << (has_ref ? std::to_string(wer.edits) : "null")
-         << ",\"ref_words\":" << (has_ref ? std::to_string(wer.ref_words) : "null")
-         << ",\"mean_kept_fraction\":" << fmt(r.mean_kept_fraction)
-         << ",\"final_kept_fraction\":" << fmt(r.final_kept_fraction)
-         << ",\"mel_s\":" << fmt(clip.mel_seconds) << ",\"encoder_s\":" << fmt(clip.encoder_seconds)
-         << ",\"decoder_s\":" << fmt(r.seconds) << ",\"rtf\":" << fmt(rtf) << "}";
-      std::cout << js.str() << std::endl;
-    } else {
-      std::cout << "[" << spec.id << "] " << fmt(clip.duration_s, 2) << " s"
-                << (clip.trimmed ? " (trimmed to 30 s)" : "") << ", cached frames " << n_frames
-                << " (N_a " << clip.n_speech_frames << ", voice " << n_voice << "), mel "
-                << fmt(clip.mel_seconds, 3) << " s, encoder " << fmt(clip.encoder_seconds, 3)
-                << " s, decoder " << fmt(r.seconds, 3) << " s (" << r.tokens.size()
-                << " tokens), RTF " << fmt(rtf, 3) << "\n";
-      if (o.policy != "full") {
-        std::cout << "  policy " << o.policy << ": kept " << fmt(100.0 * r.final_kept_fraction, 1)
-                  << "% of cells at the end, " << fmt(100.0 * r.mean_kept_fraction, 1)
-                  << "% on average over steps\n";
-      }
-      std::cout << "  hyp: " << text << "\n";
+    for (run_config& run : runs) {
+      const decode_result r = tr.transcribe(clip, *run.hook, o.frames);
+      const std::string text = tr.text(r.tokens);
+      const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
+      const double rtf = proc / std::max(clip.duration_s, 1e-9);
+      int n_voice = 0;
+      for (uint8_t v : clip.is_voice) n_voice += v;
+      const bool has_ref = !spec.reference.empty();
+      const word_error_rate wer = word_error_rate::compute(spec.reference, text);
       if (has_ref) {
-        std::cout << "  ref: " << spec.reference << "\n  WER: " << fmt(100.0 * wer.rate(), 2)
-                  << "% (" << wer.edits << "/" << wer.ref_words << ")\n";
+        total_edits += wer.edits;
+        total_ref += wer.ref_words;
+      }
+      total_audio += clip.duration_s;
+      total_proc += proc;
+      total_enc += clip.encoder_seconds;
+      ++n_done;
+      const int n_frames = o.frames == frame_mode::all ? model.w.n_audio_ctx : clip.n_speech_frames;
+      if (o.json) {
+        std::ostringstream js;
+        js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
+           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run.policy)
+           << "\",\"keep_ratio\":" << run.ratio << ",\"frame_mode\":\""
+           << (o.frames == frame_mode::all ? "all" : "speech")
+           << "\",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
+           << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
+           << ",\"tokens\":[";
+        for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];
+        js << "],\"n_tokens\":" << r.tokens.size()
+           << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
+           << json_escape(text) << "\",\"reference\":\"" << json_escape(spec.reference)
+           << "\",\"wer\":" << (has_ref ? fmt(wer.rate()) : "null")
+           << ",\"word_errors\":" << (has_ref ? std::to_string(wer.edits) : "null")
+           << ",\"ref_words\":" << (has_ref ? std::to_string(wer.ref_words) : "null")
+           << ",\"mean_kept_fraction\":" << fmt(r.mean_kept_fraction)
+           << ",\"final_kept_fraction\":" << fmt(r.final_kept_fraction)
+           << ",\"mel_s\":" << fmt(clip.mel_seconds)
+           << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)
+           << ",\"rtf\":" << fmt(rtf) << "}";
+        std::cout << js.str() << std::endl;
+      } else {
+        std::cout << "[" << spec.id << "] " << fmt(clip.duration_s, 2) << " s"
+                  << (clip.trimmed ? " (trimmed to 30 s)" : "") << ", cached frames " << n_frames
+                  << " (N_a " << clip.n_speech_frames << ", voice " << n_voice << "), mel "
+                  << fmt(clip.mel_seconds, 3) << " s, encoder " << fmt(clip.encoder_seconds, 3)
+                  << " s, decoder " << fmt(r.seconds, 3) << " s (" << r.tokens.size()
+                  << " tokens), RTF " << fmt(rtf, 3) << "\n";
+        if (run.policy != "full") {
+          std::cout << "  policy " << run.policy << ": kept "
+                    << fmt(100.0 * r.final_kept_fraction, 1) << "% of cells at the end, "
+                    << fmt(100.0 * r.mean_kept_fraction, 1) << "% on average over steps\n";
+        }
+        std::cout << "  hyp: " << text << "\n";
+        if (has_ref) {
+          std::cout << "  ref: " << spec.reference << "\n  WER: " << fmt(100.0 * wer.rate(), 2)
+                    << "% (" << wer.edits << "/" << wer.ref_words << ")\n";
+        }
       }
     }
   }

@@ -65,7 +65,7 @@ TEST(Pipeline, SpeakerNormDividesByOwnBaseline) {
 }
 
 TEST(Pipeline, DefaultIsMedianTrendSpeakerNorm) {
-  static_assert(default_pipeline::num_stages == 3);
+  static_assert(default_pipeline::num_stages == 4);
   default_pipeline p;
   p.stage<1>().level_weight = 1.0f;  // trend off: output equals the median
   const std::vector<float> x = {0.82f, 0.15f, 0.91f, 0.08f, 0.87f, 0.12f};
@@ -90,6 +90,23 @@ TEST(Pipeline, MedianStageEqualsCoreFunctionBitForBit) {
       ASSERT_EQ(out[j], audiokv::core::median_at<5>(x.data(), n, j)) << "n=" << n << " j=" << j;
     }
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Pipeline, LocalRankSpreadsEvictionsOverBlocks) {
+  using audiokv::local_rank_stage;
+  const std::vector<float> x = {5, 1, 3, 9, 9, 9, 0.5f, 2};
+  std::vector<float> y(x.size());
+  local_rank_stage{3}.apply(x.data(), y.data(), 8, {});
+  // Blocks {5,1,3} {9,9,9} {0.5,2}: ranks / 3; equal scores rank the older cell lower.
+  const std::vector<float> expected = {1.0f,     1 / 3.0f, 2 / 3.0f, 1 / 3.0f,
+                                       2 / 3.0f, 1.0f,     1 / 3.0f, 2 / 3.0f};
+  for (size_t j = 0; j < x.size(); ++j) EXPECT_FLOAT_EQ(y[j], expected[j]) << j;
+  local_rank_stage{0}.apply(x.data(), y.data(), 8, {});
+  EXPECT_EQ(y, x);
 }
 
 }  // namespace

@@ -378,3 +378,37 @@ TEST(TieredCache, PlanMatchesCpuCompactionOfKv) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+TEST(TieredCache, UnevaluatedCellsCompeteByPositionUnderLocalRank) {
+  audiokv_config c;
+  c.budget = 200;
+  c.capacity = 200;
+  c.voice_weight = 0.0f;
+  c.evaluation_share = 4.0f;
+  default_pipeline pipeline;
+  pipeline.stage<2>().block = 4;
+  tiered_cache<> cache(c, pipeline);
+  auto f = test::frames(0, 200);
+  cache.append(f.data(), 200);
+  // Cells 0..19 were attended (the decoder's first words); the rest got noise only.
+  std::vector<float> a(200);
+  for (int j = 0; j < 200; ++j) a[j] = j < 20 ? 0.04f + 0.001f * (j % 3) : 1e-4f * (1 + j % 7);
+  cache.observe(a.data(), 200);
+  eviction_plan plan;
+  cache.plan_to(80, plan);
+  // Noise does not decide: every block of 4 unevaluated cells keeps 1 or 2 cells, so no gap
+  // between kept cells is longer than 6.
+  int gap = 0, longest = 0;
+  for (int j = 0; j < 200; ++j) {
+    gap = plan.move_to[j] < 0 ? gap + 1 : 0;
+    longest = std::max(longest, gap);
+  }
+  EXPECT_LE(longest, 6);
+  EXPECT_EQ(plan.n_kv_after, 80);
+}
+
+}  // namespace

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,7 +64,21 @@ class audiokv_policy_hook final : public kv_eviction_hook {
       f.pos = v.pos[i];
       f.voice = (clip_.is_voice != nullptr && clip_.is_voice[v.pos[i]]) ? 1.0f : 0.0f;
     }
-    policies_[idx(v.layer, v.head)]->append(frames.data(), v.n_kv);
+    audiokv::eviction_policy& p = *policies_[idx(v.layer, v.head)];
+    p.append(frames.data(), v.n_kv);
+    // Knorm scores keys, not attention: hand it the L2 norm of every appended key row.
+    if (auto* by_key_norm = dynamic_cast<audiokv::knorm*>(&p)) {
+      std::vector<float> norms(static_cast<size_t>(v.n_kv));
+      for (int i = 0; i < v.n_kv; ++i) {
+        double sum = 0.0;
+        for (int d = 0; d < v.head_dim; ++d) {
+          const double x = v.k[static_cast<size_t>(i) * v.head_dim + d];
+          sum += x * x;
+        }
+        norms[static_cast<size_t>(i)] = static_cast<float>(std::sqrt(sum));
+      }
+      by_key_norm->set_key_norms(0, norms.data(), v.n_kv);
+    }
   }
 
   bool on_step(const step_view& s, std::vector<int32_t>& move_to) override {

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "local_rank_stage.hpp"
 #include "median_stage.hpp"
 #include "speaker_norm_stage.hpp"
 #include "stage_context.hpp"
@@ -66,7 +67,10 @@ class smoothing_pipeline {
   std::tuple<Stages...> stages_;
 };
 
-/// The pipeline the specification describes: median(5) -> trend -> speaker normalisation.
-using default_pipeline = smoothing_pipeline<median_stage<5>, trend_stage, speaker_norm_stage>;
+/// The pipeline the specification describes: median(5) -> trend -> speaker normalisation, with
+/// the within-block rank for temporal continuity before the last (block 0, i.e. off, unless
+/// configured).
+using default_pipeline =
+    smoothing_pipeline<median_stage<5>, trend_stage, local_rank_stage, speaker_norm_stage>;
 
 }  // namespace audiokv

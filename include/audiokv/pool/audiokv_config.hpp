@@ -31,6 +31,10 @@ struct audiokv_config {
   float alpha = 0.3f;
   /// F2: a new frame starts from its predecessor's importance (else from 0).
   bool neighbour_prior = true;
+  /// A cell counts as evaluated once one step gives it attention >= evaluation_share / n (the
+  /// uniform share times this factor). Cells not yet evaluated enter smoothing at the mean
+  /// importance instead of their noise. 0 (default) treats every cell as evaluated.
+  float evaluation_share = 0.0f;
   /// F7: r = base_rate + lambda * (1 - H / H_max). base_rate = 0.05: with 1 frame per step each
   /// eviction then frees about r * 0.27 B cells (2-7% of B), which amortises planning over
   /// dozens of steps yet keeps mean occupancy within 3% of the trigger level (F21).
@@ -90,6 +94,8 @@ struct audiokv_config {
                     alpha, "must be in (0, 1]");
     AUDIOKV_REQUIRE(std::isfinite(base_rate) && base_rate >= 0.0f && base_rate <= 1.0f, where,
                     "config.base_rate", base_rate, "must be in [0, 1]");
+    AUDIOKV_REQUIRE(std::isfinite(evaluation_share) && evaluation_share >= 0.0f, where,
+                    "config.evaluation_share", evaluation_share, "must be >= 0");
     AUDIOKV_REQUIRE(std::isfinite(lambda) && lambda >= 0.0f, where, "config.lambda", lambda,
                     "must be >= 0");
     AUDIOKV_REQUIRE(std::isfinite(voice_weight) && voice_weight >= 0.0f, where,

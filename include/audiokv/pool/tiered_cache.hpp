@@ -59,6 +59,7 @@ class tiered_cache final : public eviction_policy {
         trigger_cells_(config.trigger_cells()) {
     const std::int32_t capacity = config_.reserved_capacity();
     importance_.resize(capacity);
+    evaluated_.resize(capacity);
     smoothed_.resize(capacity);
     final_.resize(capacity);
     scratch_.resize(capacity);
@@ -92,6 +93,7 @@ class tiered_cache final : public eviction_policy {
     });
     for (std::int32_t slot = first; slot < store_.size(); ++slot) {
       importance_[slot] = config_.neighbour_prior && slot > 0 ? importance_[slot - 1] : 0.0f;
+      evaluated_[slot] = 0;
     }
   }
 
@@ -100,6 +102,7 @@ class tiered_cache final : public eviction_policy {
     const std::int32_t n = store_.size();
     for (std::int32_t j = 0; j < n; ++j) {
       importance_[j] = core::importance_update(importance_[j], attention[j], config_.alpha);
+      evaluated_[j] |= attention[j] * static_cast<float>(n) >= config_.evaluation_share;
     }
     update_baselines(attention, n);
     ++stats_.steps;
@@ -145,6 +148,7 @@ class tiered_cache final : public eviction_policy {
       if (store_.tier()[slot] == pool_tier::emergency) ++emergency_evicted;
     }
     detail::compact_array(importance_, plan);
+    detail::compact_array(evaluated_, plan);
     store_.apply(plan);
     if (!plan.evict.empty()) ++stats_.evictions;
     stats_.cells_evicted += static_cast<std::int64_t>(plan.evict.size());
@@ -257,7 +261,19 @@ class tiered_cache final : public eviction_policy {
   void score_cells() const {
     const std::int32_t n = store_.size();
     const stage_context ctx{store_.speaker(), baseline_.data(), config_.num_speakers, store_.pos()};
-    pipeline_.apply(importance_.data(), smoothed_.data(), scratch_.data(), n, ctx);
+    // Cells never evaluated enter the pipeline at the mean importance of all cells, so they
+    // compete by position (an even stride under local_rank_stage), not by noise.
+    const float* input = importance_.data();
+    if (config_.evaluation_share > 0.0f) {
+      double mean = 0.0;
+      for (std::int32_t j = 0; j < n; ++j) mean += importance_[j];
+      mean = n > 0 ? mean / n : 0.0;
+      for (std::int32_t j = 0; j < n; ++j) {
+        final_[j] = evaluated_[j] ? importance_[j] : static_cast<float>(mean);
+      }
+      input = final_.data();
+    }
+    pipeline_.apply(input, smoothed_.data(), scratch_.data(), n, ctx);
     for (std::int32_t j = 0; j < n; ++j) {
       float s = smoothed_[j] * (1.0f + config_.voice_weight * store_.voice()[j]);
       s = config_.prior == prior_mode::add ? s + store_.prior()[j] : s * (1.0f + store_.prior()[j]);
@@ -405,10 +421,11 @@ class tiered_cache final : public eviction_policy {
   std::int32_t base_cells_;
   std::int32_t emergency_cells_;
   std::int32_t trigger_cells_;
-  std::vector<float> importance_;                   // [capacity] F2 importance, slot order
-  mutable std::vector<float> smoothed_;             // [capacity] pipeline output
-  mutable std::vector<float> final_;                // [capacity] weighted final scores
-  mutable std::vector<float> scratch_;              // [capacity] pipeline ping-pong / GQA
+  std::vector<std::uint8_t> evaluated_;  // [capacity] 1 once attention >= evaluation_share / n
+  std::vector<float> importance_;        // [capacity] F2 importance, slot order
+  mutable std::vector<float> smoothed_;  // [capacity] pipeline output
+  mutable std::vector<float> final_;     // [capacity] weighted final scores
+  mutable std::vector<float> scratch_;   // [capacity] pipeline ping-pong / GQA
   mutable std::vector<std::uint8_t> protection_;    // [capacity] protection_level
   mutable std::vector<std::int32_t> order_;         // [capacity] candidate indices
   mutable std::vector<std::int32_t> order_b_;       // [capacity] second index list

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Shared machinery of the baseline streaming policies: configuration, argument validation,
+/// the budget trigger and plan/apply on detail::cell_store. A derived policy only scores cells
+/// and marks which ones to evict.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../core/gqa.hpp"
+#include "../../core/selection.hpp"
+#include "../../detail/cell_store.hpp"
+#include "../../error.hpp"
+#include "../../pool/eviction_plan.hpp"
+#include "../../pool/frame.hpp"
+#include "../eviction_policy.hpp"
+
+namespace audiokv {
+
+/// @brief Budget and storage of one baseline-managed (sequence, layer, KV head) cache.
+struct baseline_config {
+  /// B: the cache is evicted back to B cells whenever it holds more (the official rule of H2O,
+  /// TOVA and StreamingLLM: append, attend, then drop).
+  std::int32_t budget = 0;
+  /// Physical slots (>= budget); 0 means budget + 1, room for one decode step's new token.
+  std::int32_t capacity = 0;
+  /// Frame speaker ids must lie in [0, num_speakers) (validated, not used for scoring).
+  std::int32_t num_speakers = 1;
+
+  std::int32_t reserved_capacity() const { return capacity > 0 ? capacity : budget + 1; }
+
+  /// Throws audiokv::error naming the first invalid field.
+  void validate(const char* where) const {
+    AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
+    AUDIOKV_REQUIRE(capacity == 0 || capacity >= budget, where, "config.capacity", capacity,
+                    "must be 0 or >= budget");
+    AUDIOKV_REQUIRE(budget < INT32_MAX, where, "config.budget", budget, "must be < INT32_MAX");
+    AUDIOKV_REQUIRE(num_speakers >= 1, where, "config.num_speakers", num_speakers, "must be >= 1");
+  }
+};
+
+/// @brief Base of every baseline policy. Validation happens before any state changes, so a
+/// call that throws leaves the policy unchanged; plan() and plan_to() only compute.
+///
+/// Derived classes implement select_evictions() (mark cells in the evict mask) and, when they
+/// keep per-cell state, on_append()/on_observe()/on_apply(). Memory is sized from the capacity
+/// at construction; append/observe/apply never allocate, plan() allocates only into `out`.
+class baseline_policy : public eviction_policy {
+ public:
+  void append(const frame_meta* frames, std::int32_t count) final {
+    check_append(frames, count);
+    const std::int32_t first = store_.size();
+    store_.append(frames, count, [](const frame_meta&) { return pool_tier::buffer; });
+    on_append(first, count);
+  }
+
+  void observe(const float* attention, std::int32_t num_cells) final {
+    validate_rows(where_observe_.c_str(), attention, 1, num_cells);
+    on_observe_rows(attention, 1, gqa_reduce::mean);
+    ++steps_;
+  }
+
+  /// F27: the attention of G query heads, [group_size, num_cells] row-major. Policies that
+  /// reduce first (H2O, LRU, TOVA, ...) combine rows per cell by `mode`; SnapKV keeps the rows
+  /// apart (it pools before the group mean, as kvpress does). TOVA passes all query heads of
+  /// the layer here. Never allocates.
+  void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
+                     gqa_reduce mode = gqa_reduce::mean) {
+    AUDIOKV_REQUIRE(group_size >= 1, where_observe_.c_str(), "group_size", group_size,
+                    "must be >= 1");
+    validate_rows(where_observe_.c_str(), attention, group_size, num_cells);
+    on_observe_rows(attention, group_size, mode);
+    ++steps_;
+  }
+
+  bool wants_eviction() const noexcept override { return store_.size() > budget_; }
+
+  void plan(eviction_plan& out) const final {
+    if (!wants_eviction()) {
+      store_.build_empty_plan(out);
+      return;
+    }
+    plan_down_to(budget_, out);
+  }
+
+  void plan_to(std::int32_t target_cells, eviction_plan& out) const final {
+    AUDIOKV_REQUIRE(target_cells >= 0, where_plan_.c_str(), "target_cells", target_cells,
+                    "must be >= 0");
+    if (target_cells >= store_.size()) {
+      store_.build_empty_plan(out);
+      return;
+    }
+    plan_down_to(target_cells, out);
+  }
+
+  /// Builds a plan that evicts exactly the cells marked in `evict_mask` [num_cells()] (1 =
+  /// evict), for hosts or group planners (adakv_group) that select cells themselves.
+  void plan_evicting(const std::uint8_t* evict_mask, eviction_plan& out) const {
+    AUDIOKV_REQUIRE(store_.size() == 0 || evict_mask != nullptr, where_plan_.c_str(), "evict_mask",
+                    "nullptr", "must point to num_cells() flags");
+    std::uint8_t* mask = store_.clear_evict_mask();
+    for (std::int32_t j = 0; j < store_.size(); ++j) mask[j] = evict_mask[j] != 0;
+    finish_plan(out);
+  }
+
+  /// Throws exactly as append() would, without appending.
+  void check_append(const frame_meta* frames, std::int32_t count) const {
+    store_.validate_append(where_append_.c_str(), frames, count);
+    validate_append_extra(frames, count);
+  }
+
+  /// Throws exactly as apply() would, without applying.
+  void check_plan(const eviction_plan& plan) const {
+    store_.validate_plan(where_apply_.c_str(), plan);
+  }
+
+  void apply(const eviction_plan& plan) final {
+    store_.validate_plan(where_apply_.c_str(), plan);
+    on_apply(plan);
+    store_.apply(plan);
+    cells_evicted_ += static_cast<std::int64_t>(plan.evict.size());
+  }
+
+  std::int32_t num_cells() const noexcept override { return store_.size(); }
+  std::int32_t budget() const noexcept override { return budget_; }
+  std::int32_t capacity() const noexcept override { return store_.capacity(); }
+  const std::int32_t* positions() const noexcept override { return store_.pos(); }
+
+  /// Identifies the cell set; changes on every append and apply.
+  std::uint64_t generation() const noexcept { return store_.generation(); }
+  /// observe()/observe_group() calls so far.
+  std::int64_t steps() const noexcept { return steps_; }
+  /// Cells evicted by applied plans so far.
+  std::int64_t cells_evicted() const noexcept { return cells_evicted_; }
+  /// [num_cells()] frame flags of the cached cells.
+  const std::uint8_t* flags() const noexcept { return store_.flags(); }
+
+ protected:
+  baseline_policy(const char* policy_name, const baseline_config& config)
+      : where_append_(std::string(policy_name) + "::append"),
+        where_observe_(std::string(policy_name) + "::observe"),
+        where_plan_(std::string(policy_name) + "::plan"),
+        where_apply_(std::string(policy_name) + "::apply"),
+        store_((config.validate(policy_name), config.reserved_capacity()), config.num_speakers),
+        budget_(config.budget) {}
+
+  /// Extra checks of an append (after the common ones); must not change state.
+  virtual void validate_append_extra(const frame_meta*, std::int32_t) const {}
+  /// Required group size of observe_group (observe() counts as 1); 0 accepts any.
+  virtual std::int32_t required_group_size() const noexcept { return 0; }
+  /// Cells [first, first + count) were appended.
+  virtual void on_append(std::int32_t, std::int32_t) {}
+  /// Validated rows [rows, num_cells()] of one step (rows == 1 for observe()).
+  virtual void on_observe_rows(const float* attention, std::int32_t rows, gqa_reduce mode) = 0;
+  /// Marks exactly num_cells() - target cells in `mask`; throws audiokv::error if the policy
+  /// cannot go that low (e.g. below its sinks). target < num_cells().
+  virtual void select_evictions(std::int32_t target, std::uint8_t* mask) const = 0;
+  /// Compacts per-cell state by a validated plan, before the metadata. Must not throw.
+  virtual void on_apply(const eviction_plan&) {}
+
+  const detail::cell_store& store() const noexcept { return store_; }
+  const char* where_plan() const noexcept { return where_plan_.c_str(); }
+  void set_budget(std::int32_t budget) noexcept { budget_ = budget; }
+
+  /// Reduces `rows` rows of attention to one score per cell into `out` [num_cells()].
+  void reduce_rows(const float* attention, std::int32_t rows, gqa_reduce mode, float* out) const {
+    const std::int32_t n = store_.size();
+    if (rows == 1) {
+      for (std::int32_t j = 0; j < n; ++j) out[j] = attention[j];
+      return;
+    }
+    for (std::int32_t j = 0; j < n; ++j) out[j] = core::reduce_group(attention, rows, n, j, mode);
+  }
+
+  /// Marks the `count` lowest (score, position) cells among order[0..size) in `mask`.
+  std::int32_t evict_lowest(const float* score, std::int32_t* order, std::int32_t size,
+                            std::int32_t count, std::uint8_t* mask) const {
+    count = std::min(count, size);
+    if (count <= 0) return 0;
+    const std::int32_t* pos = store_.pos();
+    auto before = [score, pos](std::int32_t a, std::int32_t b) {
+      return core::evicts_before(score[a], pos[a], score[b], pos[b]);
+    };
+    if (count < size) std::nth_element(order, order + count - 1, order + size, before);
+    for (std::int32_t i = 0; i < count; ++i) mask[order[i]] = 1;
+    return count;
+  }
+
+ private:
+  void validate_rows(const char* where, const float* attention, std::int32_t rows,
+                     std::int32_t num_cells) const {
+    AUDIOKV_REQUIRE(num_cells == store_.size(), where, "num_cells", num_cells,
+                    "must equal the number of cached cells");
+    const std::int32_t required = required_group_size();
+    AUDIOKV_REQUIRE(required == 0 || rows == required, where, "group_size", rows,
+                    "must equal config.group_size (use observe_group for GQA rows)");
+    AUDIOKV_REQUIRE(num_cells == 0 || attention != nullptr, where, "attention", "nullptr",
+                    "must point to the scores");
+    const std::int64_t total = static_cast<std::int64_t>(rows) * num_cells;
+    for (std::int64_t j = 0; j < total; ++j) {
+      AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
+                      detail::indexed("attention", j), attention[j], "must be finite and >= 0");
+    }
+  }
+
+  void plan_down_to(std::int32_t target, eviction_plan& out) const {
+    std::uint8_t* mask = store_.clear_evict_mask();
+    select_evictions(target, mask);
+    finish_plan(out);
+  }
+
+  void finish_plan(eviction_plan& out) const {
+    store_.build_plan(out);
+    out.ratio = 0.0f;
+    out.normalized_entropy = 1.0f;
+    out.protections_released = 0;
+  }
+
+  std::string where_append_, where_observe_, where_plan_, where_apply_;
+  detail::cell_store store_;
+  std::int32_t budget_;
+  std::int64_t steps_ = 0;
+  std::int64_t cells_evicted_ = 0;
+};
+
+}  // namespace audiokv

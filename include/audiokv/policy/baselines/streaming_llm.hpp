@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// StreamingLLM (attention sinks + recent window) and FIFO (StreamingLLM with no sinks).
+#pragma once
+
+#include <cstdint>
+
+#include "../../error.hpp"
+#include "baseline_policy.hpp"
+
+namespace audiokv {
+
+/// @brief Configuration of streaming_llm: keep the first n_sink cells and the most recent ones.
+struct streaming_llm_config {
+  baseline_config base{};
+  /// Attention sinks: cache slots [0, n_sink) are never evicted (kvpress and official: 4).
+  std::int32_t n_sink = 4;
+
+  void validate(const char* where) const {
+    AUDIOKV_REQUIRE(n_sink >= 0, where, "config.n_sink", n_sink, "must be >= 0");
+    AUDIOKV_REQUIRE(n_sink <= base.budget, where, "config.n_sink", n_sink,
+                    "must be <= config.budget (the sinks count against the budget)");
+  }
+};
+
+/// @brief mit-han-lab/streaming-llm `StartRecentKVCache`: when num_cells > budget, keep slots
+/// [0, n_sink) and the last budget - n_sink slots (`__call__`). plan_to(target) keeps the
+/// sinks and the last target - n_sink slots, which is `evict_for_space(num_coming)` with
+/// target = budget - num_coming (clamped to n_sink by the caller). Sinks are cache slots, as in
+/// the official code, so they are the first n_sink frames ever appended. Attention is validated
+/// and ignored. kvpress StreamingLLMPress keeps the same set at prefill (scores/streaming_llm).
+class streaming_llm : public baseline_policy {
+ public:
+  explicit streaming_llm(const streaming_llm_config& config)
+      : streaming_llm("streaming_llm", config) {}
+
+  const char* name() const noexcept override { return "streaming_llm"; }
+  std::int32_t n_sink() const noexcept { return n_sink_; }
+
+ protected:
+  streaming_llm(const char* policy_name, const streaming_llm_config& config)
+      : baseline_policy(policy_name, (config.validate(policy_name), config.base)),
+        n_sink_(config.n_sink) {}
+
+  void on_observe_rows(const float*, std::int32_t, gqa_reduce) override {}
+
+  void select_evictions(std::int32_t target, std::uint8_t* mask) const override {
+    const std::int32_t n = store().size();
+    const std::int32_t sinks = n < n_sink_ ? n : n_sink_;
+    AUDIOKV_REQUIRE(target >= sinks, where_plan(), "target_cells", target,
+                    "is below the attention sinks (config.n_sink) that are never evicted");
+    for (std::int32_t j = sinks; j < sinks + (n - target); ++j) mask[j] = 1;
+  }
+
+ private:
+  std::int32_t n_sink_;
+};
+
+/// @brief FIFO: evict the oldest cells first (StreamingLLM with n_sink = 0).
+class fifo final : public streaming_llm {
+ public:
+  explicit fifo(const baseline_config& config)
+      : streaming_llm("fifo", streaming_llm_config{config, 0}) {}
+  const char* name() const noexcept override { return "fifo"; }
+};
+
+}  // namespace audiokv

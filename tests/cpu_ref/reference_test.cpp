@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU oracles of the CUDA kernels agree with the existing CPU backends (Eigen attention,
+// cpu::compact, the policy stages) on identical inputs.
+#include <gtest/gtest.h>
+
+#include <audiokv/cpu/compact.hpp>
+#include <audiokv/cpu/eigen_attention.hpp>
+#include <audiokv/cpu/quantize.hpp>
+#include <audiokv/cpu/reference.hpp>
+#include <audiokv/policy/median_stage.hpp>
+#include <audiokv/policy/trend_stage.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+namespace ref = audiokv::cpu::reference;
+using audiokv::core::kv_addressing;
+
+std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+TEST(Reference, OnlineAttentionMatchesEigenTwoPass) {
+  for (const auto& [hq, hkv, d, n] : std::vector<std::array<int, 4>>{
+           {8, 2, 64, 300}, {4, 4, 128, 17}, {8, 1, 32, 1}, {6, 2, 16, 1000}}) {
+    const auto q = random_vec(static_cast<std::size_t>(hq) * d, 1);
+    const auto k = random_vec(static_cast<std::size_t>(n) * hkv * d, 2, -2.f, 2.f);
+    const auto v = random_vec(static_cast<std::size_t>(n) * hkv * d, 3);
+    const audiokv::layout_nhd layout{{n, hkv, d}};
+    audiokv::kv_view<const float> kv(k.data(), layout), vv(v.data(), layout);
+    std::vector<float> out_e(hq * d), probs_e(hq * n), out_r(hq * d), probs_r(hq * n),
+        scores(hkv * n);
+    audiokv::cpu::decode_attention(q.data(), kv, vv, {hq, hkv, d, n}, out_e.data(), probs_e.data());
+    ref::decode_attention(q.data(), k.data(), v.data(), kv_addressing{nullptr, 1, 0, hkv * d, d},
+                          hq, hkv, d, n, n, out_r.data(), probs_r.data(), scores.data());
+    for (std::size_t i = 0; i < out_e.size(); ++i) EXPECT_NEAR(out_r[i], out_e[i], 1e-5f) << i;
+    for (std::size_t i = 0; i < probs_e.size(); ++i)
+      EXPECT_NEAR(probs_r[i], probs_e[i], 1e-6f + 1e-5f * probs_e[i]) << i;
+    const int g = hq / hkv;
+    for (int h = 0; h < hkv; ++h)
+      for (int j = 0; j < n; ++j) {
+        float mean = 0.f;
+        for (int i = 0; i < g; ++i) mean += probs_r[(h * g + i) * n + j];
+        EXPECT_FLOAT_EQ(scores[h * n + j], mean / static_cast<float>(g));
+      }
+  }
+}
+
+TEST(Reference, PagedAddressingGivesTheSameAttention) {
+  const int hq = 4, hkv = 2, d = 32, n = 45, P = 8, np = 6;
+  const auto q = random_vec(hq * d, 4);
+  const auto k = random_vec(static_cast<std::size_t>(n) * hkv * d, 5);
+  const auto v = random_vec(static_cast<std::size_t>(n) * hkv * d, 6);
+  const std::vector<std::int32_t> pages = {3, 0, 5, 1, 4, 2};  // pool of 6 pages, kHND
+  std::vector<float> kp(np * P * hkv * d), vp(kp.size());
+  const kv_addressing paged{pages.data(), P, P * hkv * d, d, P * d};
+  const kv_addressing flat{nullptr, 1, 0, hkv * d, d};
+  for (int c = 0; c < n; ++c)
+    for (int h = 0; h < hkv; ++h)
+      for (int i = 0; i < d; ++i) {
+        kp[paged.row_offset(c, h) + i] = k[flat.row_offset(c, h) + i];
+        vp[paged.row_offset(c, h) + i] = v[flat.row_offset(c, h) + i];
+      }
+  std::vector<float> o1(hq * d), o2(hq * d), p1(hq * 64), p2(hq * 64);
+  ref::decode_attention(q.data(), k.data(), v.data(), flat, hq, hkv, d, n, 64, o1.data(), p1.data(),
+                        nullptr);
+  ref::decode_attention(q.data(), kp.data(), vp.data(), paged, hq, hkv, d, n, 64, o2.data(),
+                        p2.data(), nullptr);
+  EXPECT_EQ(o1, o2);
+  for (int h = 0; h < hq; ++h)
+    for (int j = 0; j < n; ++j) EXPECT_EQ(p1[h * 64 + j], p2[h * 64 + j]);
+}
+
+TEST(Reference, SequenceStagesMatchThePolicyStages) {
+  const int rows = 3, n = 257, stride = 300;
+  const auto x = random_vec(static_cast<std::size_t>(rows) * stride, 7, 0.f, 1.f);
+  std::vector<float> med(x.size()), tr(x.size()), expect(n);
+  ref::median_rows<5>(x.data(), med.data(), rows, n, stride);
+  ref::trend_rows(med.data(), tr.data(), rows, n, stride, 0.6f, 0.3f);
+  audiokv::stage_context ctx{};
+  for (int h = 0; h < rows; ++h) {
+    audiokv::median_stage<5>{}.apply(x.data() + h * stride, expect.data(), n, ctx);
+    for (int j = 0; j < n; ++j) ASSERT_EQ(med[h * stride + j], expect[j]);
+    audiokv::trend_stage{0.6f, 0.3f}.apply(med.data() + h * stride, expect.data(), n, ctx);
+    for (int j = 0; j < n; ++j) ASSERT_EQ(tr[h * stride + j], expect[j]);
+  }
+  std::vector<float> imp = {0.5f, 0.25f, 9.f, 9.f, 1.f, 0.f, 9.f, 9.f};
+  const std::vector<float> att = {1.f, 0.f, 0.f, 0.f, 0.f, 1.f, 0.f, 0.f};
+  ref::importance_enter(imp.data(), 2, 4, 2, 2, true);
+  EXPECT_EQ(imp, (std::vector<float>{0.5f, 0.25f, 0.25f, 0.25f, 1.f, 0.f, 0.f, 0.f}));
+  ref::importance_update(imp.data(), att.data(), 2, 4, 4, 0.3f);
+  EXPECT_FLOAT_EQ(imp[0], 0.3f + 0.7f * 0.5f);
+  EXPECT_FLOAT_EQ(imp[5], 0.3f);
+}
+
+TEST(Reference, SelectionTieRuleCandidatesAndShortRows) {
+  const std::vector<float> s = {0.5f,     0.1f, 0.1f, 0.2f, -0.0f, 0.0f,
+                                /**/ 1.f, 1.f,  1.f,  1.f,  1.f,   1.f};
+  const std::vector<std::uint8_t> cand = {1, 1, 1, 1, 1, 1, /**/ 0, 1, 0, 1, 0, 0};
+  const std::vector<std::int32_t> k = {3, 5};
+  std::vector<std::uint8_t> ev(12);
+  ref::select_lowest(s.data(), cand.data(), 2, 6, 6, k.data(), ev.data());
+  // Row 0: -0 and +0 tie (the lower slot, 4, wins), then 0.1@1... k = 3 -> {4, 5, 1}.
+  EXPECT_EQ(ev, (std::vector<std::uint8_t>{0, 1, 0, 0, 1, 1, /**/ 0, 1, 0, 1, 0, 0}));
+}
+
+TEST(Reference, MaskCompactionEqualsCpuCompactOnThePlan) {
+  const int n = 64, heads = 4, d = 8;
+  std::mt19937 gen(9);
+  std::vector<std::uint8_t> keep(n);
+  for (auto& kk : keep) kk = static_cast<std::uint8_t>(gen() % 3 != 0);
+  std::vector<std::int32_t> move_to(n);
+  std::int32_t after = 0;
+  ref::move_to_from_mask(keep.data(), 1, n, n, move_to.data(), &after);
+  audiokv::eviction_plan plan;
+  plan.n_kv_before = n;
+  plan.move_to = move_to;
+  plan.n_kv_after = after;
+  std::vector<float> kv = random_vec(static_cast<std::size_t>(n) * heads * d, 10);
+  std::vector<float> dst(kv.size(), 0.f);
+  ref::gather_rows(reinterpret_cast<const unsigned char*>(kv.data()),
+                   reinterpret_cast<unsigned char*>(dst.data()), heads * d * 4, d * 4, d * 4, heads,
+                   move_to.data(), 1, n, n);
+  audiokv::cpu::compact_all_heads(audiokv::kv_view<float>(kv.data(), {{n, heads, d}}), plan);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(after) * heads * d; ++i)
+    ASSERT_EQ(dst[i], kv[i]);
+  int kept = 0;
+  for (int j = 0; j < n; ++j) {
+    EXPECT_EQ(move_to[j], keep[j] ? kept : -1);
+    kept += keep[j];
+  }
+  EXPECT_EQ(after, kept);
+}
+
+TEST(Reference, QuantizeRoundTripWithinHalfAScale) {
+  const int rows = 16, dim = 128;
+  auto x = random_vec(static_cast<std::size_t>(rows) * dim, 11, -3.f, 3.f);
+  for (int i = 0; i < dim; ++i) x[5 * dim + i] = 0.f;  // an all-zero row
+  std::vector<std::int8_t> q(x.size());
+  std::vector<float> scales(rows), y(x.size());
+  audiokv::cpu::quantize_rows(x.data(), dim, rows, dim, q.data(), scales.data());
+  audiokv::cpu::dequantize_rows(q.data(), scales.data(), rows, dim, y.data(), dim);
+  EXPECT_EQ(scales[5], 1.f);
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < dim; ++i) {
+      EXPECT_LE(std::fabs(x[r * dim + i] - y[r * dim + i]), scales[r] * 0.5f * (1 + 1e-6f));
+      EXPECT_GE(q[r * dim + i], -127);
+    }
+}
+
+}  // namespace

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+// Soak: one hour of 10 ms frames (360,000 steps; AUDIOKV_SOAK_FRAMES overrides) of three speakers
+// with silence runs, phoneme boundaries, segment starts and noise bursts through one tiered_cache
+// with budget 2000, as an engine drives it: append, observe, and plan + compact + apply whenever
+// the trigger fires. It checks, after warm-up:
+//   - F21: mean occupancy within +-3% of the trigger level (the stream property test's rule),
+//     and the cache never above the trigger level or the budget;
+//   - no protected cell is ever evicted (emergency cells only on their pool's overflow);
+//   - compaction of a K buffer whose rows encode positions equals positions() after each apply;
+//   - memory is flat: zero heap allocations in the steady-state loop (counted by a replacement
+//     global operator new) and no resident-set growth (/proc/self/statm).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <audiokv/audiokv.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#ifndef AUDIOKV_SOAK_FRAMES
+#define AUDIOKV_SOAK_FRAMES 360000
+#endif
+
+// ---- counting allocator: every global operator new counts while `g_counting` is set ----
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::int64_t> g_allocations{0};
+
+void* counted_alloc(std::size_t size) {
+  if (g_counting.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  return std::malloc(size == 0 ? 1 : size);
+}
+// Out of line so GCC does not pair an inlined operator new with free() and warn
+// (-Wmismatched-new-delete): these replacements own both sides.
+[[gnu::noinline]] void counted_free(void* p) noexcept { std::free(p); }
+
+void* counted_aligned_alloc(std::size_t size, std::align_val_t align) {
+  if (g_counting.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+  const std::size_t a = static_cast<std::size_t>(align);
+  void* p = std::aligned_alloc(a, (size + a - 1) / a * a);
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (void* p = counted_alloc(size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return counted_alloc(size); }
+void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
+  return counted_alloc(size);
+}
+void* operator new(std::size_t size, std::align_val_t align) {
+  if (void* p = counted_aligned_alloc(size, align)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size, std::align_val_t align) { return operator new(size, align); }
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
+
+namespace {
+
+using namespace audiokv;
+
+/// Resident set size in bytes (second field of /proc/self/statm, in pages). Plain syscalls and
+/// a stack buffer: no heap allocation, so sampling it cannot itself grow the heap (under ASan a
+/// freed stdio FILE would go to quarantine and the next fopen would touch fresh pages).
+std::int64_t resident_bytes() {
+  const int fd = ::open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  long size = 0, resident = 0;
+  if (std::sscanf(buf, "%ld %ld", &size, &resident) != 2) return -1;
+  return static_cast<std::int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+/// The statistics of examples/common/synthetic_speech.hpp (voiced runs of 20-300 frames,
+/// silences of 5-80, three speakers, 2% phoneme boundaries in voiced speech, a segment start
+/// per voiced run, a noise burst on the newest 10 cells every ~5000 steps; attention = content
+/// weight x recency x jitter, normalised), but allocation-free: each cell's content weight
+/// lives in a per-slot array that the test compacts with the plan, as the engine compacts K,
+/// instead of a vector indexed by position that grows for the whole hour.
+class soak_stream {
+ public:
+  explicit soak_stream(std::uint64_t seed) : state_(seed | 1u) {}
+
+  frame_meta next_frame(float& weight) {
+    if (--segment_left_ <= 0) {
+      voiced_ = !voiced_;
+      segment_left_ = voiced_ ? range(20, 300) : range(5, 80);
+      if (voiced_) speaker_ = range(0, 2);
+      segment_start_ = voiced_;
+    }
+    frame_meta f{pos_++, speaker_, voiced_ ? 1.0f : 0.0f, 0, 0.0f};
+    if (segment_start_) f.flags |= frame_flag_segment_start;
+    segment_start_ = false;
+    if (voiced_ && unit() < 0.02f) f.flags |= frame_flag_phoneme_boundary;
+    weight = voiced_ ? 0.5f + unit() : 0.05f * unit();
+    return f;
+  }
+
+  /// attention[j] over cached cells with positions pos[j] and content weights weight[j].
+  void attention(const std::int32_t* pos, const float* weight, std::int32_t n, float* out) {
+    const bool burst = unit() < 0.0002f;
+    double sum = 0.0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      const float age = static_cast<float>(pos_ - pos[j]);
+      float w = weight[j] * (0.2f + 1.0f / (1.0f + 0.01f * age)) * (0.5f + unit());
+      if (burst && j >= n - 10) w *= 50.0f;
+      out[j] = w;
+      sum += w;
+    }
+    for (std::int32_t j = 0; j < n; ++j) out[j] = static_cast<float>(out[j] / sum);
+  }
+
+  std::int32_t position() const { return pos_; }
+
+ private:
+  std::uint64_t next() {  // xorshift64*: fast, allocation-free, deterministic
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    return state_ * 2685821657736338717ull;
+  }
+  float unit() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
+  std::int32_t range(std::int32_t lo, std::int32_t hi) {
+    return lo + static_cast<std::int32_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
+  }
+
+  std::uint64_t state_;
+  std::int32_t pos_ = 0;
+  std::int32_t segment_left_ = 0;
+  std::int32_t speaker_ = 0;
+  bool voiced_ = false;
+  bool segment_start_ = false;
+};
+
+// The allocation check below means something only if the replacement operator new is live.
+std::vector<int>* volatile g_escape = nullptr;
+
+TEST(Soak, CountingAllocatorCounts) {
+  g_allocations = 0;
+  g_counting = true;
+  g_escape = new std::vector<int>(100);  // escapes: the compiler may not elide the allocation
+  g_counting = false;
+  delete g_escape;
+  EXPECT_EQ(g_allocations.load(), 2);  // the vector object and its buffer
+}
+
+constexpr std::int32_t kHeads = 2;
+constexpr std::int32_t kDim = 4;
+
+TEST(Soak, OneHourOfFramesBudget2000) {
+  constexpr std::int64_t frames = AUDIOKV_SOAK_FRAMES;
+  constexpr std::int64_t warm_up = 20000;  // 200 s: pools filled, many evictions done
+  static_assert(frames > 2 * warm_up, "the soak must run well past its warm-up");
+
+  audiokv_config config;
+  config.budget = 2000;
+  config.num_speakers = 3;
+  tiered_cache<> cache(config);
+  const std::int32_t capacity = cache.capacity();
+  const std::int32_t trigger = cache.trigger_cells();
+
+  // Everything the loop touches is sized once, here: the plan is reserved for the capacity.
+  eviction_plan plan;
+  plan.reserve(capacity);
+  std::vector<float> attention(capacity);
+  std::vector<float> weight(capacity);  // per-slot content weights, compacted like K
+  std::vector<std::int32_t> k(static_cast<std::size_t>(capacity) * kHeads * kDim);
+  const kv_view<std::int32_t, layout_nhd> kv(k.data(), layout_nhd{{capacity, kHeads, kDim}});
+  const kv_view<float, layout_nhd> wv(weight.data(), layout_nhd{{capacity, 1, 1}});
+  soak_stream stream(20260101);
+
+  double occupancy_sum = 0.0;
+  std::int64_t samples = 0, protected_evicted = 0, emergency_beyond_overflow = 0;
+  std::int64_t compaction_mismatches = 0, steady_allocations = 0;
+  std::int32_t peak = 0;
+  std::int64_t rss_warm = 0, rss_flat = 0, rss_max = 0;
+  const auto start = std::chrono::steady_clock::now();
+
+  for (std::int64_t step = 0; step < frames; ++step) {
+    if (step == warm_up) {
+      rss_warm = resident_bytes();
+      g_allocations = 0;
+      g_counting = true;
+    }
+    float w = 0.0f;
+    const frame_meta f = stream.next_frame(w);
+    cache.append(&f, 1);
+    const std::int32_t slot = cache.num_cells() - 1;
+    weight[slot] = w;
+    for (std::int32_t h = 0; h < kHeads; ++h) {
+      for (std::int32_t d = 0; d < kDim; ++d) kv(slot, h, d) = f.pos * (d + 1) + h;
+    }
+    stream.attention(cache.positions(), weight.data(), cache.num_cells(), attention.data());
+    cache.observe(attention.data(), cache.num_cells());
+    if (cache.wants_eviction()) {
+      cache.plan(plan);
+      std::int32_t emergency = 0, emergency_evicted = 0;
+      for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
+        emergency += cache.tiers()[j] == pool_tier::emergency;
+      }
+      for (const std::int32_t s : plan.evict) {
+        if (cache.tiers()[s] == pool_tier::emergency) {
+          ++emergency_evicted;
+        } else if (cache.is_protected(s)) {
+          ++protected_evicted;
+        }
+      }
+      emergency_beyond_overflow +=
+          std::max(0, emergency_evicted - std::max(0, emergency - cache.emergency_pool_cells()));
+      cpu::compact_all_heads(kv, plan);
+      cpu::compact(wv, 0, plan);
+      cache.apply(plan);
+      for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
+        const std::int32_t p = cache.positions()[j];
+        for (std::int32_t h = 0; h < kHeads; ++h) {
+          for (std::int32_t d = 0; d < kDim; ++d)
+            compaction_mismatches += kv(j, h, d) != p * (d + 1) + h;
+        }
+      }
+    }
+    peak = std::max(peak, cache.num_cells());
+    if (step >= warm_up) {
+      occupancy_sum += cache.num_cells();
+      ++samples;
+      if ((step & 0x3FFF) == 0) {  // every 16384 steps
+        g_counting = false;
+        const std::int64_t rss = resident_bytes();
+        // The baseline is the first checkpoint after warm-up: pages first touched between
+        // warm-up and it (e.g. the reserved plan's arrays, filled only by the largest plans)
+        // are a one-off, not growth.
+        if (rss_flat == 0) rss_flat = rss;
+        rss_max = std::max(rss_max, rss);
+        g_counting = true;
+      }
+    }
+  }
+  g_counting = false;
+  steady_allocations = g_allocations;
+  rss_max = std::max(rss_max, resident_bytes());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double mean = occupancy_sum / static_cast<double>(samples);
+  const audiokv_stats& st = cache.stats();
+
+  std::printf(
+      "soak: %lld frames (%.1f min of audio) in %.1f s; trigger %d, mean occupancy %.1f "
+      "(%.2f%% of trigger), peak %d; evictions %lld, cells evicted %lld, promotions %lld, "
+      "emergency evictions %lld, drift resets %lld; steady-state allocations %lld; RSS at "
+      "warm-up %.2f MiB, first checkpoint %.2f MiB, max %.2f MiB\n",
+      static_cast<long long>(frames), frames / 6000.0, seconds, trigger, mean,
+      100.0 * mean / trigger, peak, static_cast<long long>(st.evictions),
+      static_cast<long long>(st.cells_evicted), static_cast<long long>(st.promotions),
+      static_cast<long long>(st.emergency_evictions), static_cast<long long>(st.drift_resets),
+      static_cast<long long>(steady_allocations), rss_warm / 1048576.0, rss_flat / 1048576.0,
+      rss_max / 1048576.0);
+  RecordProperty("mean_occupancy_percent_of_trigger", static_cast<int>(1000.0 * mean / trigger));
+  RecordProperty("seconds", static_cast<int>(seconds));
+
+  EXPECT_NEAR(mean / trigger, 1.0, 0.03) << "F21: mean occupancy " << mean;
+  EXPECT_LE(peak, trigger);
+  EXPECT_LE(peak, config.budget);
+  EXPECT_EQ(protected_evicted, 0);
+  EXPECT_EQ(emergency_beyond_overflow, 0);
+  EXPECT_EQ(compaction_mismatches, 0);
+  EXPECT_GT(st.evictions, 100);
+  EXPECT_GT(st.promotions, 0);
+  EXPECT_GT(st.emergency_evictions, 0);
+  EXPECT_EQ(steady_allocations, 0) << "append/observe/plan/apply allocated in steady state";
+  // Flat memory: nothing may grow between the first checkpoint and the end (a leak of even one
+  // byte per step would add >= 200 KB), and the one-off growth after warm-up stays small.
+  ASSERT_GT(rss_flat, 0);
+  EXPECT_LE(rss_max - rss_flat, 64 * 1024) << "RSS grew during the soak";
+  EXPECT_LE(rss_max - rss_warm, 1024 * 1024) << "RSS grew after warm-up";
+}
+
+}  // namespace
