@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The main job: installs what is missing, builds the examples, and runs the example ASR loop on its
-# built-in default clip (full cache vs AudioKV at 40% retention). Falls back to the synthetic
-# stream demo when the ASR example is not built. Extra arguments go to the example.
+# The main job: installs what is missing, builds the example ASR loop, and transcribes its
+# built-in default clip (six Asterisk telephone prompts, 18.8 s) twice with Whisper tiny.en:
+# with the full cross-attention cache, and with AudioKV keeping 40% of the audio frames.
+# Arguments replace the default ones (see build/asr/examples/asr_whisper/asr_whisper --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps/build.sh
-[[ -f scripts/deps/asr.sh ]] && source scripts/deps/asr.sh
-cmake --preset cpu >/dev/null
-cmake --build build/cpu --target stream_demo $( [[ -d examples/asr_whisper ]] && echo asr_whisper )
-if [[ -x build/cpu/examples/asr_whisper/asr_whisper ]]; then
-  exec build/cpu/examples/asr_whisper/asr_whisper "$@"
-fi
-exec build/cpu/examples/stream_demo "$@"
+source scripts/deps/asr.sh
+cmake -S . -B build/asr -G Ninja -DCMAKE_BUILD_TYPE=Release -DAUDIOKV_BUILD_TESTS=OFF \
+  -DAUDIOKV_ENABLE_CUDA=OFF >/dev/null
+cmake --build build/asr --target asr_whisper
+if (($# == 0)); then set -- --policies full,audiokv_tuned --keep-ratios 0.4; fi
+exec build/asr/examples/asr_whisper/asr_whisper "$@"

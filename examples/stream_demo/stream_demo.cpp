@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Streams a long synthetic speech-like score sequence (voiced segments, silences, 3 speakers,
 // phoneme boundaries, segment starts, noise bursts) through one AudioKV cache and reports
-// budget use, evictions and protection counts. Usage: stream_demo [--frames N] [--budget B]
+// budget use, evictions and protection counts.
+// Usage: stream_demo [--frames N] [--budget B] [--trace FILE]   (FILE: "frame,cells" CSV, one
+// row per 100 frames, for the memory-over-time plot of benchmarks/quality/plot_memory.py)
 #include <audiokv/audiokv.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <vector>
 
 #include "synthetic_speech.hpp"
@@ -15,10 +18,13 @@ int main(int argc, char** argv) {
   audiokv::audiokv_config config;
   config.budget = 2000;
   config.num_speakers = 3;
+  std::ofstream trace;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--frames") == 0) num_frames = std::atoll(argv[i + 1]);
     if (std::strcmp(argv[i], "--budget") == 0) config.budget = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--trace") == 0) trace.open(argv[i + 1]);
   }
+  if (trace.is_open()) trace << "frame,cells,budget,trigger\n";
   try {
     audiokv::tiered_cache<> cache(config);
     audiokv::synthetic::speech_stream stream(2026, config.num_speakers);
@@ -44,6 +50,10 @@ int main(int argc, char** argv) {
         cache.apply(plan);
       }
       peak = cache.num_cells() > peak ? cache.num_cells() : peak;
+      if (trace.is_open() && step % 100 == 0) {
+        trace << step << ',' << cache.num_cells() << ',' << config.budget << ','
+              << cache.trigger_cells() << '\n';
+      }
       if (step >= 3LL * config.budget) occupancy_sum += cache.num_cells(), ++samples;
       if ((step + 1) % 60000 == 0 || step + 1 == num_frames) {
         std::printf("  %7.1f s of audio: %5d cells (base %d, buffer %d, emergency %d)\n",

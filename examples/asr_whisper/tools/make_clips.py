@@ -44,7 +44,7 @@ def load_transcripts(path):
             if not line or line.startswith(";") or ":" not in line:
                 continue
             name, text = line.split(":", 1)
-            text = re.sub(r"\[[^\]]*\]|\([^)]*\)", " ", text)
+            text = re.sub(r"\[[^\]]*\]|\([^)]*\)|<[^>]*>", " ", text)
             text = " ".join(text.split())
             if re.search(r"[A-Za-z0-9]", text):
                 texts[name.strip()] = text

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Quality sweep: every policy x retention x clip through examples/asr_whisper (Whisper tiny.en,
+decoder cross-attention K/V over the audio managed by audiokv), on real telephone speech.
+
+Usage:
+  benchmarks/quality/run_quality.py [--split test|dev] [--jobs 2] [--max-clips N]
+                                    [--policies a,b,...] [--ratios 1,0.8,...] [--out DIR]
+
+Writes, under --out (default benchmarks/results):
+  quality.jsonl       one object per policy x retention x clip: policy, retention, clip, split,
+                      wer, delta_wer, wer_vs_full, repetition, peak_kv_bytes, steady_kv_bytes,
+                      rtf, n_tokens, reached_eot
+  quality_summary.md  corpus WER with 95% bootstrap intervals (clips resampled), paired
+                      bootstrap of delta WER, repetition rate, KV bytes, RTF
+  quality_wer.png     WER vs retention per policy
+Run by hand (about 40 minutes for the test split on 2 cores); the results are committed.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BINARY = os.path.join(ROOT, "build", "asr", "examples", "asr_whisper", "asr_whisper")
+DATA = os.path.join(ROOT, "build", "data", "asr")
+POLICIES = ["audiokv_tuned", "audiokv", "uniform_stride", "random", "fifo", "lru", "streaming_llm",
+            "h2o", "snapkv", "pyramidkv", "tova", "knorm", "observed_attention", "adakv"]
+RATIOS = [1.0, 0.8, 0.6, 0.4, 0.2, 0.1]
+# Whisper tiny.en decoder: 4 layers x 6 heads x 64 dims, K and V, float32 as the example stores.
+KV_BYTES_PER_FRAME = 4 * 6 * 64 * 2 * 4
+
+
+def build():
+    subprocess.run(["bash", "-c", "source scripts/deps/build.sh && source scripts/deps/asr.sh"],
+                   cwd=ROOT, check=True)
+    subprocess.run(["cmake", "-S", ".", "-B", "build/asr", "-G", "Ninja",
+                    "-DCMAKE_BUILD_TYPE=Release", "-DAUDIOKV_BUILD_TESTS=OFF",
+                    "-DAUDIOKV_ENABLE_CUDA=OFF"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", "build/asr", "--target", "asr_whisper"], cwd=ROOT,
+                   check=True)
+    subprocess.run([sys.executable, "examples/asr_whisper/tools/make_clips.py", "--out", DATA],
+                   cwd=ROOT, check=True)
+
+
+def normalize_words(text):
+    """The same normalisation as examples/asr_whisper/src/wer.hpp."""
+    out = []
+    for ch in text.replace("'", ""):
+        out.append(ch.lower() if ch.isalnum() or ord(ch) >= 0x80 else " ")
+    return "".join(out).split()
+
+
+def edit_distance(ref, hyp):
+    prev = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        cur = [i] + [0] * len(hyp)
+        for j, h in enumerate(hyp, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h))
+        prev = cur
+    return prev[-1]
+
+
+def repeated(tokens, reached_eot, full_tokens):
+    """Repetition collapse: no end of text, output > 1.5x the full-cache length, or a token
+    4-gram that occurs three or more times."""
+    if not reached_eot or len(tokens) > 1.5 * max(1, len(full_tokens)):
+        return 1
+    counts = {}
+    for i in range(len(tokens) - 3):
+        key = tuple(tokens[i:i + 4])
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] >= 3:
+            return 1
+    return 0
+
+
+def run_sweep(args, policies, ratios):
+    """Runs asr_whisper in args.jobs processes (policies split between them); returns rows."""
+    groups = [[] for _ in range(args.jobs)]
+    for i, p in enumerate(["full"] + policies):
+        groups[i % args.jobs].append(p)
+    rows, lock = [], threading.Lock()
+    n_clips = args.max_clips if args.max_clips > 0 else None
+    expected = None
+    start = time.time()
+
+    def worker(group):
+        cmd = [BINARY, "--manifest", os.path.join(DATA, "manifest.tsv"), "--split", args.split,
+               "--json", "--policies", ",".join(group),
+               "--keep-ratios", ",".join(str(r) for r in ratios)]
+        if n_clips:
+            cmd += ["--max-clips", str(n_clips)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for line in proc.stdout:
+            row = json.loads(line)
+            with lock:
+                rows.append(row)
+                done = len(rows)
+                total = f"/{expected}" if expected else ""
+                print(f"[{done}{total}] {time.time() - start:7.0f} s  {row['clip_id']} "
+                      f"{row['policy']} {row['keep_ratio']}: WER {100 * (row['wer'] or 0):.1f}%",
+                      file=sys.stderr, flush=True)
+        if proc.wait() != 0:
+            raise RuntimeError("asr_whisper failed: " + " ".join(cmd))
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in groups if g]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return rows
+
+
+def derive(rows):
+    """Adds delta_wer, wer_vs_full, repetition and KV bytes relative to each clip's full run."""
+    full = {r["clip_id"]: r for r in rows if r["policy"] == "full"}
+    out = []
+    for r in rows:
+        f = full[r["clip_id"]]
+        full_words = normalize_words(f["text"])
+        hyp_words = normalize_words(r["text"])
+        out.append({
+            "policy": r["policy"], "retention": r["keep_ratio"], "clip": r["clip_id"],
+            "split": r["split"], "wer": r["wer"], "delta_wer": r["wer"] - f["wer"],
+            "wer_vs_full": edit_distance(full_words, hyp_words) / max(1, len(full_words)),
+            "repetition": repeated(r["tokens"], r["reached_eot"], f["tokens"]),
+            "peak_kv_bytes": r["n_frames"] * KV_BYTES_PER_FRAME,
+            "steady_kv_bytes": round(r["final_kept_fraction"] * r["n_frames"]) * KV_BYTES_PER_FRAME,
+            "rtf": r["rtf"], "n_tokens": r["n_tokens"], "reached_eot": r["reached_eot"],
+            "word_errors": r["word_errors"], "ref_words": r["ref_words"],
+        })
+    return out
+
+
+def bootstrap(clips, stat, n=2000, seed=7):
+    rng = random.Random(seed)
+    values = sorted(stat([rng.choice(clips) for _ in clips]) for _ in range(n))
+    return values[int(0.025 * n)], values[int(0.975 * n) - 1]
+
+
+def summarize(rows, path_md, path_png):
+    by = {}
+    for r in rows:
+        by.setdefault((r["policy"], r["retention"]), {})[r["clip"]] = r
+    full = {c: r for (p, _), v in by.items() if p == "full" for c, r in v.items()}
+    clips = sorted(full)
+
+    def corpus_wer(cells, ids):
+        return sum(cells[c]["word_errors"] for c in ids) / max(1, sum(cells[c]["ref_words"] for c in ids))
+
+    full_wer = corpus_wer(full, clips)
+    full_lo, full_hi = bootstrap(clips, lambda s: corpus_wer(full, s))
+    lines = ["# Quality sweep: Whisper tiny.en, decoder cross-attention K/V evicted per (layer, head)",
+             "",
+             f"Clips: {len(clips)} ({rows[0]['split']} split), Asterisk telephone prompts; "
+             f"full-cache WER {100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%).",
+             "Corpus WER = word errors / reference words over the clips; intervals: 2000 bootstrap "
+             "resamples of clips (paired for delta WER). Repetition: no end of text, output > 1.5x "
+             "the full length, or a token 4-gram three or more times.",
+             "",
+             "| policy | retention | WER % (95% CI) | delta WER points (95% CI) | WER vs full output % "
+             "| repetition % | steady KV MiB | RTF |",
+             "|---|---|---|---|---|---|---|---|"]
+    curves = {}
+    for (policy, ratio) in sorted(by, key=lambda k: (k[0] != "full", k[0], -k[1])):
+        cells = by[(policy, ratio)]
+        ids = [c for c in clips if c in cells]
+        wer = corpus_wer(cells, ids)
+        lo, hi = bootstrap(ids, lambda s: corpus_wer(cells, s))
+        dlo, dhi = bootstrap(ids, lambda s: corpus_wer(cells, s) - corpus_wer(full, s))
+        vs_full = sum(cells[c]["wer_vs_full"] for c in ids) / len(ids)
+        rep = sum(cells[c]["repetition"] for c in ids) / len(ids)
+        kv = sum(cells[c]["steady_kv_bytes"] for c in ids) / len(ids) / 2**20
+        rtf = sum(cells[c]["rtf"] for c in ids) / len(ids)
+        lines.append(f"| {policy} | {ratio:g} | {100 * wer:.2f} ({100 * lo:.2f}-{100 * hi:.2f}) | "
+                     f"{100 * (wer - full_wer):+.2f} ({100 * dlo:+.2f} to {100 * dhi:+.2f}) | "
+                     f"{100 * vs_full:.2f} | {100 * rep:.1f} | {kv:.2f} | {rtf:.3f} |")
+        if policy != "full":
+            curves.setdefault(policy, []).append((ratio, 100 * wer))
+    with open(path_md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot", file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for policy, pts in sorted(curves.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                linewidth=2.5 if policy.startswith("audiokv") else 1, label=policy)
+    ax.axhline(100 * full_wer, color="black", linestyle="--", label="full cache")
+    ax.set_xlabel("retention (fraction of audio frames kept per head)")
+    ax.set_ylabel("WER % (log scale)")
+    ax.set_yscale("log")
+    ax.set_title(f"Whisper tiny.en, {len(clips)} {rows[0]['split']} clips")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path_png, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--max-clips", type=int, default=-1)
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--ratios", default=",".join(str(r) for r in RATIOS))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--from-jsonl", help="only summarise an earlier run's quality*.jsonl")
+    args = ap.parse_args()
+    if args.from_jsonl:
+        rows = [json.loads(line) for line in open(args.from_jsonl)]
+        base = args.from_jsonl[:-len(".jsonl")]
+        summarize(rows, base + "_summary.md", base + "_wer.png")
+        print(open(base + "_summary.md").read())
+        return
+    if not args.no_build:
+        build()
+    policies = [p for p in args.policies.split(",") if p and p != "full"]
+    ratios = [float(r) for r in args.ratios.split(",")]
+    rows = derive(run_sweep(args, policies, ratios))
+    os.makedirs(args.out, exist_ok=True)
+    prefix = "quality" if args.split == "test" else f"quality_{args.split}"
+    with open(os.path.join(args.out, prefix + ".jsonl"), "w") as f:
+        for r in sorted(rows, key=lambda r: (r["policy"], -r["retention"], r["clip"])):
+            f.write(json.dumps(r) + "\n")
+    summarize(rows, os.path.join(args.out, prefix + "_summary.md"),
+              os.path.join(args.out, prefix + "_wer.png"))
+    print(open(os.path.join(args.out, prefix + "_summary.md")).read())
+
+
+if __name__ == "__main__":
+    main()
