@@ -28,7 +28,7 @@ status=0
   status=$?
 tail -n 5 "${OUT}/ctest-gpu.log"
 
-timeout 120 "${BUILD}/benchmarks/cuda/cuda_kernels_bench" --benchmark_min_time=0.05s \
+timeout 120 "${BUILD}/benchmarks/cuda/cuda_kernels_bench" --benchmark_min_time=0.05 \
   --benchmark_out="${OUT}/gpu_${device}.json" --benchmark_out_format=json \
   >"${OUT}/bench.log" 2>&1 || status=$?
 tail -n 30 "${OUT}/bench.log"

@@ -169,3 +169,99 @@ TEST(Validation, CompactRejectsMismatchedViews) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+// Regressions for the defects tests/fuzz found (tests/fuzz/README.md, "Known defects").
+TEST_F(FailedCalls, TamperedEvictListsAndTierChanges) {
+  eviction_plan plan;
+  cache.plan_to(40, plan);
+  plan.evict.push_back(1000);  // defect 3: out-of-range slot in evict
+  expect_rejected([&] { cache.apply(plan); }, "plan.evict.size()");
+  cache.plan_to(40, plan);
+  plan.evict[0] = -1;
+  expect_rejected([&] { cache.apply(plan); }, "plan.evict[0]");
+}
+
+TEST(Validation, PromotingAnEmergencyCellIsRejected) {  // defect 5
+  audiokv_config c;
+  c.budget = 100;
+  tiered_cache<> cache(c);
+  auto f = test::frames(0, 50);
+  f[3].flags = frame_flag_segment_start;
+  cache.append(f.data(), 50);
+  eviction_plan plan;
+  cache.plan_to(40, plan);
+  plan.promote.push_back(3);
+  try {
+    cache.apply(plan);
+    FAIL() << "promoted an emergency cell";
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), "plan.promote");
+  }
+  EXPECT_EQ(cache.tiers()[3], pool_tier::emergency);
+}
+
+TEST(Validation, CompactRejectsUnstableMoveMaps) {  // defect 1
+  std::vector<float> k(4 * 2);
+  eviction_plan plan;
+  plan.n_kv_before = 4;
+  plan.move_to = {0, -1, 1, 1000};
+  try {
+    cpu::compact(kv_view<float, layout_hnd>(k.data(), layout_hnd{{4, 1, 2}}), 0, plan);
+    FAIL() << "accepted move_to[3] = 1000";
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), "plan.move_to[3]");
+  }
+}
+
+TEST(Validation, DurationsSpanningTooManyFramesAreRejected) {  // defect 2
+  audiokv_config c;
+  c.budget = 100;
+  c.min_retention_ms = 1e30f;
+  EXPECT_THROW(c.validate(), audiokv::error);
+  c.min_retention_ms = 200.0f;
+  c.frame_ms = 1e-40f;  // denormal
+  EXPECT_THROW(c.validate(), audiokv::error);
+}
+
+TEST(Validation, ExtremeFiniteInputsKeepPlansDefined) {  // defect 7
+  audiokv_config c;
+  c.budget = 100;
+  c.prior = prior_mode::multiply;
+  tiered_cache<> cache(c);
+  auto f = test::frames(0, 95);
+  for (int j = 0; j < 95; j += 3) f[j].prior = 3e38f;
+  cache.append(f.data(), 90);
+  std::vector<float> a(90, 0.5f);
+  cache.observe(a.data(), 90);
+  eviction_plan plan;
+  cache.plan(plan);
+  EXPECT_GE(plan.ratio, 0.0f);
+  EXPECT_LE(plan.ratio, 1.0f);
+  EXPECT_LT(plan.n_kv_after, cache.trigger_cells());
+}
+
+TEST(Validation, EmptyPlansResetReleasedProtections) {  // defect 6
+  audiokv_config c;
+  c.budget = 100;
+  c.boundary_radius = 10;
+  c.split = {0.0f, 0.9f, 0.1f};
+  tiered_cache<> cache(c);
+  auto f = test::frames(0, 80);
+  for (int j = 5; j < 75; j += 10) f[j].flags = frame_flag_phoneme_boundary;
+  cache.append(f.data(), 80);
+  eviction_plan plan;
+  cache.plan_to(40, plan);
+  ASSERT_GT(plan.protections_released, 0);
+  cache.apply(plan);
+  const auto released = cache.stats().protections_released;
+  cache.plan(plan);  // below the trigger: empty
+  EXPECT_EQ(plan.protections_released, 0);
+  cache.apply(plan);
+  EXPECT_EQ(cache.stats().protections_released, released);
+}
+
+}  // namespace

@@ -152,7 +152,7 @@ class ct2_model_file {
     if ((v.dtype == ct2_dtype::i8 || v.dtype == ct2_dtype::i16) && ends_with(name, "weight") &&
         has(name + "_scale")) {
       const std::vector<float> scale = to_float(name + "_scale");
-      if (v.dims.empty() || scale.size() != v.dims[0]) {
+      if (v.dims.empty() || v.dims[0] == 0 || scale.size() != v.dims[0]) {
         throw asr_error(path_ + ": variable '" + name + "_scale' does not match rows of '" + name +
                         "'");
       }

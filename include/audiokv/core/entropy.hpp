@@ -39,7 +39,8 @@ struct entropy_accumulator {
 /// r = clamp(base_rate + lambda * (1 - normalized_entropy), 0, 1).
 AUDIOKV_HOST_DEVICE float entropy_eviction_ratio(float normalized_entropy, float base_rate,
                                                  float lambda) {
-  return clamp_to(base_rate + lambda * (1.0f - normalized_entropy), 0.0f, 1.0f);
+  const float r = base_rate + lambda * (1.0f - normalized_entropy);
+  return r == r ? clamp_to(r, 0.0f, 1.0f) : base_rate;  // NaN entropy: no information
 }
 
 }  // namespace audiokv::core

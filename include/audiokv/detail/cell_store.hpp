@@ -124,6 +124,7 @@ class cell_store {
     out.n_kv_before = size_;
     out.n_kv_after = kept;
     out.generation = generation_;
+    out.protections_released = 0;
   }
 
   /// An empty plan for the current state.
@@ -150,13 +151,27 @@ class cell_store {
     }
     AUDIOKV_REQUIRE(kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
                     "must equal the number of kept cells");
+    // evict must list exactly the slots with move_to == -1, ascending.
+    std::size_t next = 0;
+    for (std::int32_t i = 0; i < size_; ++i) {
+      if (plan.move_to[i] != core::evicted_slot) continue;
+      AUDIOKV_REQUIRE(next < plan.evict.size() && plan.evict[next] == i, where,
+                      indexed("plan.evict", static_cast<long long>(next)),
+                      next < plan.evict.size() ? plan.evict[next] : -1,
+                      "must list the evicted slots (move_to == -1) in ascending order");
+      ++next;
+    }
+    AUDIOKV_REQUIRE(next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
+                    "must equal the number of cells with move_to == -1");
     for (const std::int32_t slot : plan.promote) {
-      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot, where,
-                      "plan.promote", slot, "must name a kept cell");
+      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
+                          tier_[slot] == pool_tier::buffer,
+                      where, "plan.promote", slot, "must name a kept buffer-pool cell");
     }
     for (const std::int32_t slot : plan.demote) {
-      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot, where,
-                      "plan.demote", slot, "must name a kept cell");
+      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
+                          tier_[slot] == pool_tier::base,
+                      where, "plan.demote", slot, "must name a kept base-pool cell");
     }
   }
 

@@ -77,8 +77,10 @@ struct audiokv_config {
   /// ceil(boundary_horizon_ms / frame_ms).
   std::int32_t boundary_horizon_frames() const { return ms_to_frames(boundary_horizon_ms); }
   /// ceil(ms / frame_ms) without float drift.
-  std::int32_t ms_to_frames(float ms) const {
-    return static_cast<std::int32_t>(std::ceil(ms / frame_ms - 1e-6f));
+  std::int32_t ms_to_frames(float ms) const { return static_cast<std::int32_t>(frames_for(ms)); }
+  /// ceil(ms / frame_ms) in double, so validate() can bound it before any int conversion.
+  double frames_for(float ms) const {
+    return std::ceil(static_cast<double>(ms) / static_cast<double>(frame_ms) - 1e-6);
   }
 
   /// Throws audiokv::error naming the first invalid field.
@@ -108,7 +110,14 @@ struct audiokv_config {
                     "config.boundary_horizon_ms", boundary_horizon_ms, "must be >= 0");
     AUDIOKV_REQUIRE(std::isfinite(min_retention_ms) && min_retention_ms >= 0.0f, where,
                     "config.min_retention_ms", min_retention_ms, "must be >= 0");
-    AUDIOKV_REQUIRE(num_speakers >= 1, where, "config.num_speakers", num_speakers, "must be >= 1");
+    constexpr double max_frames = 1 << 30;
+    AUDIOKV_REQUIRE(frames_for(min_retention_ms) <= max_frames, where, "config.min_retention_ms",
+                    min_retention_ms, "spans more than 2^30 frames of frame_ms");
+    AUDIOKV_REQUIRE(frames_for(boundary_horizon_ms) <= max_frames, where,
+                    "config.boundary_horizon_ms", boundary_horizon_ms,
+                    "spans more than 2^30 frames of frame_ms");
+    AUDIOKV_REQUIRE(num_speakers >= 1 && num_speakers <= 65536, where, "config.num_speakers",
+                    num_speakers, "must be in [1, 65536]");
     AUDIOKV_REQUIRE(std::isfinite(baseline_rate) && baseline_rate > 0.0f && baseline_rate <= 1.0f,
                     where, "config.baseline_rate", baseline_rate, "must be in (0, 1]");
     AUDIOKV_REQUIRE(drift_window >= 2, where, "config.drift_window", drift_window, "must be >= 2");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -277,7 +278,9 @@ class tiered_cache final : public eviction_policy {
     for (std::int32_t j = 0; j < n; ++j) {
       float s = smoothed_[j] * (1.0f + config_.voice_weight * store_.voice()[j]);
       s = config_.prior == prior_mode::add ? s + store_.prior()[j] : s * (1.0f + store_.prior()[j]);
-      final_[j] = s;
+      // Extreme finite inputs can overflow: NaN ranks lowest, infinities clamp, so selection
+      // keys and the entropy stay defined.
+      final_[j] = s == s ? core::clamp_to(s, -FLT_MAX, FLT_MAX) : -FLT_MAX;
     }
   }
 
@@ -364,14 +367,19 @@ class tiered_cache final : public eviction_policy {
 
     if (needed > 0) {
       const std::int32_t base = gather(order_.data(), [&](std::int32_t j) {
-        return tier_after_[j] == pool_tier::base && !mask[j] && protection_[j] != always;
+        // A boundary-protected buffer cell promoted by this plan goes only in the boundary
+        // stage below, where it is counted as a released protection.
+        const bool boundary_buffer =
+            store_.tier()[j] == pool_tier::buffer && protection_[j] == boundary;
+        return tier_after_[j] == pool_tier::base && !mask[j] && protection_[j] != always &&
+               !boundary_buffer;
       });
       needed -= evict_lowest(order_.data(), base, needed, mask);
     }
     std::int32_t released = 0;
     if (needed > 0) {
       const std::int32_t soft = gather(order_.data(), [&](std::int32_t j) {
-        return tier_after_[j] == pool_tier::buffer && !mask[j] && protection_[j] == boundary;
+        return store_.tier()[j] == pool_tier::buffer && !mask[j] && protection_[j] == boundary;
       });
       released = evict_lowest(order_.data(), soft, needed, mask);
       needed -= released;
