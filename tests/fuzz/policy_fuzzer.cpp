@@ -10,9 +10,8 @@
 // Any violated invariant calls fail(), which prints the reason and aborts, so libFuzzer saves
 // the input as a crash reproducer.
 //
-// AUDIOKV_FUZZ_KNOWN_BUGS: 0 (default) steers around the library defects this fuzzer has
-// already found (see known_bug_* below and tests/fuzz/README.md), so long runs look for new
-// ones; 1 exercises them too (the committed reproducers then fail until the library is fixed).
+// The reproducers of the defects this fuzzer found are in tests/fuzz/crashes/ and replay in CI
+// (tests/fuzz/README.md).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -27,10 +26,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#ifndef AUDIOKV_FUZZ_KNOWN_BUGS
-#define AUDIOKV_FUZZ_KNOWN_BUGS 0
-#endif
 
 namespace {
 
@@ -57,13 +52,6 @@ constexpr int kMaxOps = 256;
 
 float hostile_float(FuzzedDataProvider& in, float typical) {
   const int pick = in.ConsumeIntegralInRange<int>(0, 19);
-#if !AUDIOKV_FUZZ_KNOWN_BUGS
-  // Known defect 7 (tests/fuzz/README.md): finite but extreme inputs (FLT_MAX priors or
-  // voice_weight, denormal baselines) drive final scores to +-Inf, the candidates' entropy to
-  // NaN and ratio_count() into a NaN -> int conversion (undefined behaviour). Until fixed,
-  // finite values stay within [1e-30, 1e6] in magnitude; NaN, +-Inf, 0 and negatives remain.
-  if (pick == 3 || pick == 4 || pick == 5 || pick == 6 || pick == 11 || pick == 15) return typical;
-#endif
   switch (pick) {
     case 0:
       return std::numeric_limits<float>::quiet_NaN();
@@ -447,15 +435,7 @@ class session {
   }
 
   /// Plans are reused across calls, as an engine does (reserved once, never reallocated).
-  static eviction_plan& reuse(eviction_plan& p) {
-#if !AUDIOKV_FUZZ_KNOWN_BUGS
-    // Known defect 6 (tests/fuzz/README.md): an empty plan (no trigger, or plan_to at or above
-    // num_cells) keeps the previous plan's protections_released, which apply() then adds to
-    // the stats again.
-    p.protections_released = 0;
-#endif
-    return p;
-  }
+  static eviction_plan& reuse(eviction_plan& p) { return p; }
 
   /// Invariants of any plan made for the current state.
   void check_plan_shape(const eviction_plan& p) {
@@ -510,23 +490,7 @@ class session {
       }
     }
     CHECK(emergency_evicted <= overflow, emergency_evicted, overflow);
-#if AUDIOKV_FUZZ_KNOWN_BUGS
     CHECK(boundary_evicted <= p.protections_released, boundary_evicted, p.protections_released);
-#else
-    // Known defect 4 (tests/fuzz/README.md): plan_promotions() may promote a boundary-protected
-    // buffer cell and the base-pool stage may then evict it without counting it in
-    // protections_released. Until fixed, check the weaker rule that such cells go only once
-    // every unprotected buffer cell that stays in the buffer pool is gone.
-    if (boundary_evicted > p.protections_released) {
-      promoted_.assign(static_cast<std::size_t>(n), 0);
-      for (const std::int32_t s : p.promote) promoted_[s] = 1;
-      for (std::int32_t j = 0; j < n; ++j) {
-        if (cache_.tiers()[j] == pool_tier::buffer && !cache_.is_protected(j) && !promoted_[j]) {
-          CHECK(p.move_to[j] == -1, j, boundary_evicted);
-        }
-      }
-    }
-#endif
     // Oldest first: the evicted emergency cells are the oldest evictable ones.
     std::int32_t seen = 0;
     for (std::int32_t j = 0; j < n && seen < emergency_evicted; ++j) {
@@ -582,11 +546,7 @@ class session {
     if (!ok) return;
     check_plan_shape(plan_);
     // "An eviction down to exactly min(num_cells(), target_cells) cells."
-#if AUDIOKV_FUZZ_KNOWN_BUGS
     CHECK(plan_.n_kv_after == std::min(n, target), plan_.n_kv_after, target);
-#else
-    CHECK(plan_.n_kv_after <= std::min(n, target), plan_.n_kv_after, target);
-#endif
     check_protection(plan_);
   }
 
@@ -692,9 +652,6 @@ class session {
     if (!plan_valid_) return;
     eviction_plan bad = plan_;
     tamper(in, bad);
-#if !AUDIOKV_FUZZ_KNOWN_BUGS
-    if (known_bug_apply_unchecked_evict(bad) || known_bug_apply_moves_emergency(bad)) return;
-#endif
     const snapshot before = snapshot::of(cache_);
     const bool ok = guarded([&] { cache_.apply(bad); });
     if (ok) {
@@ -732,9 +689,6 @@ class session {
     if (in.ConsumeIntegralInRange<int>(0, 3) == 0) cells = in.ConsumeIntegralInRange(0, cells);
     std::int32_t head = in.ConsumeIntegralInRange(0, kHeads - 1);
     if (in.ConsumeIntegralInRange<int>(0, 7) == 0) head = hostile_int(in, -1, kHeads);
-#if !AUDIOKV_FUZZ_KNOWN_BUGS
-    if (known_bug_compact_unchecked_move_to(bad, cells)) return;
-#endif
     std::vector<std::int32_t> copy(k_.begin(),
                                    k_.begin() + static_cast<std::ptrdiff_t>(cells) * kHeads * kDim);
     const std::vector<std::int32_t> original = copy;
@@ -751,44 +705,6 @@ class session {
     } catch (...) {
       fail("cpu::compact threw something other than audiokv::error");
     }
-  }
-
-  /// Known defect 3 (tests/fuzz/README.md): apply() validates move_to but then reads
-  /// tier()[slot] for every slot of plan.evict unchecked (and counts evict.size() into the
-  /// stats), so an evict list that disagrees with move_to reads out of bounds.
-  static bool known_bug_apply_unchecked_evict(const eviction_plan& p) {
-    std::size_t e = 0;
-    for (std::size_t i = 0; i < p.move_to.size(); ++i) {
-      if (p.move_to[i] != -1) continue;
-      if (e >= p.evict.size() || p.evict[e] != static_cast<std::int32_t>(i)) return true;
-      ++e;
-    }
-    return e != p.evict.size();
-  }
-
-  /// Known defect 5 (tests/fuzz/README.md): validate_plan() checks only that promote/demote
-  /// name kept cells, so a tampered plan can move an emergency cell (segment start, sink,
-  /// critical) into the base or buffer pool, where it loses its F20 protection.
-  bool known_bug_apply_moves_emergency(const eviction_plan& p) const {
-    const std::int32_t n = cache_.num_cells();
-    for (const auto* list : {&p.promote, &p.demote}) {
-      for (const std::int32_t s : *list) {
-        if (s >= 0 && s < n && cache_.tiers()[s] == pool_tier::emergency) return true;
-      }
-    }
-    return false;
-  }
-
-  /// Known defect 1 (tests/fuzz/README.md): cpu::compact validates only the sizes of the plan,
-  /// not its move_to values, so a tampered move_to[i] outside [-1, i] writes out of bounds.
-  static bool known_bug_compact_unchecked_move_to(const eviction_plan& p, std::int32_t cells) {
-    if (p.n_kv_before > cells || static_cast<std::int32_t>(p.move_to.size()) != p.n_kv_before) {
-      return false;  // rejected by the size checks
-    }
-    for (std::int32_t i = 0; i < p.n_kv_before; ++i) {
-      if (p.move_to[i] < -1 || p.move_to[i] > i) return true;
-    }
-    return false;
   }
 
   tiered_cache<> cache_;
@@ -810,15 +726,6 @@ class session {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   const audiokv_config config = make_config(in);
-#if !AUDIOKV_FUZZ_KNOWN_BUGS
-  // Known defect 2 (tests/fuzz/README.md): ms_to_frames() converts ms / frame_ms to int32
-  // without a range check; a finite but huge ratio is undefined behaviour inside validate().
-  if (std::isfinite(config.frame_ms) && config.frame_ms > 0.0f) {
-    for (const float ms : {config.min_retention_ms, config.boundary_horizon_ms}) {
-      if (std::isfinite(ms) && std::fabs(static_cast<double>(ms) / config.frame_ms) > 2e9) return 0;
-    }
-  }
-#endif
   try {
     config.validate();
   } catch (const audiokv::error& e) {

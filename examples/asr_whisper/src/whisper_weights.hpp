@@ -12,6 +12,15 @@
 
 namespace asr {
 
+/// Rows of `<prefix>ffn/linear_0/weight` (the FFN width), or asr_error naming the variable when
+/// it is not a matrix.
+inline uint32_t ffn_width(const ct2_model_file& f, const std::string& prefix) {
+  const std::string name = prefix + "ffn/linear_0/weight";
+  const auto& dims = f.at(name).dims;
+  if (dims.size() != 2 || dims[0] == 0) throw asr_error(f.path() + ": bad shape of '" + name + "'");
+  return dims[0];
+}
+
 /// @brief One pre-LN encoder block: x += attn(LN(x)); x += ffn(LN(x)).
 struct whisper_encoder_layer {
   layer_norm_params ln_attn;
@@ -111,7 +120,7 @@ struct whisper_weights {
       L.qkv = lin(f, p + "self_attention/linear_0", 3 * d, d);
       L.attn_out = lin(f, p + "self_attention/linear_1", d, d);
       L.ln_ffn = ln(f, p + "ffn/layer_norm", d);
-      const uint32_t ff = f.at(p + "ffn/linear_0/weight").dims.at(0);
+      const uint32_t ff = ffn_width(f, p);
       L.ffn_in = lin(f, p + "ffn/linear_0", ff, d);
       L.ffn_out = lin(f, p + "ffn/linear_1", d, ff);
       w.enc.push_back(std::move(L));
@@ -142,7 +151,7 @@ struct whisper_weights {
       L.cross_kv = lin(f, p + "attention/linear_1", 2 * d, d);
       L.cross_out = lin(f, p + "attention/linear_2", d, d);
       L.ln_ffn = ln(f, p + "ffn/layer_norm", d);
-      const uint32_t ff = f.at(p + "ffn/linear_0/weight").dims.at(0);
+      const uint32_t ff = ffn_width(f, p);
       L.ffn_in = lin(f, p + "ffn/linear_0", ff, d);
       L.ffn_out = lin(f, p + "ffn/linear_1", d, ff);
       w.dec.push_back(std::move(L));

@@ -79,6 +79,21 @@ class cell_store {
     }
   }
 
+  /// Checks `rows` rows of one step's scores over the cached cells: [rows, size()], each
+  /// finite and >= 0; throws naming attention[j].
+  void validate_scores(const char* where, const float* attention, std::int32_t num_cells,
+                       std::int32_t rows = 1) const {
+    AUDIOKV_REQUIRE(num_cells == size_, where, "num_cells", num_cells,
+                    "must equal the number of cached cells");
+    AUDIOKV_REQUIRE(num_cells == 0 || attention != nullptr, where, "attention", "nullptr",
+                    "must point to the scores");
+    const std::int64_t total = static_cast<std::int64_t>(rows) * num_cells;
+    for (std::int64_t j = 0; j < total; ++j) {
+      AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
+                      indexed("attention", j), attention[j], "must be finite and >= 0");
+    }
+  }
+
   /// Appends validated frames; new cells enter `entry_tier(frame)`.
   template <class EntryTier>
   void append(const frame_meta* frames, std::int32_t count, EntryTier entry_tier) {

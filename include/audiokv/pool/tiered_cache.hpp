@@ -99,7 +99,7 @@ class tiered_cache final : public eviction_policy {
   }
 
   void observe(const float* attention, std::int32_t num_cells) override {
-    validate_scores("tiered_cache::observe", attention, num_cells);
+    store_.validate_scores("tiered_cache::observe", attention, num_cells);
     const std::int32_t n = store_.size();
     for (std::int32_t j = 0; j < n; ++j) {
       importance_[j] = core::importance_update(importance_[j], attention[j], config_.alpha);
@@ -115,7 +115,7 @@ class tiered_cache final : public eviction_policy {
                      gqa_reduce mode = gqa_reduce::mean) {
     AUDIOKV_REQUIRE(group_size >= 1, "tiered_cache::observe_group", "group_size", group_size,
                     "must be >= 1");
-    validate_scores("tiered_cache::observe_group", attention, num_cells, group_size);
+    store_.validate_scores("tiered_cache::observe_group", attention, num_cells, group_size);
     for (std::int32_t j = 0; j < num_cells; ++j) {
       scratch_[j] = core::reduce_group(attention, group_size, num_cells, j, mode);
     }
@@ -201,19 +201,6 @@ class tiered_cache final : public eviction_policy {
     std::int32_t count = 0;
     for (std::int32_t j = 0; j < store_.size(); ++j) count += (store_.flags()[j] & flag) != 0;
     return count;
-  }
-
-  void validate_scores(const char* where, const float* attention, std::int32_t num_cells,
-                       std::int32_t rows = 1) const {
-    AUDIOKV_REQUIRE(num_cells == store_.size(), where, "num_cells", num_cells,
-                    "must equal the number of cached cells");
-    AUDIOKV_REQUIRE(num_cells == 0 || attention != nullptr, where, "attention", "nullptr",
-                    "must point to the scores");
-    const std::int64_t total = static_cast<std::int64_t>(rows) * num_cells;
-    for (std::int64_t j = 0; j < total; ++j) {
-      AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
-                      detail::indexed("attention", j), attention[j], "must be finite and >= 0");
-    }
   }
 
   /// F16 running per-speaker means of importance; F17 resets them on a burst of raw scores.
@@ -343,7 +330,8 @@ class tiered_cache final : public eviction_policy {
     const std::int32_t emergency = gather(
         order_.data(), [&](std::int32_t j) { return tier_after_[j] == pool_tier::emergency; });
     std::int32_t overflow = emergency - emergency_cells_;
-    for (std::int32_t i = 0; i < emergency && overflow > 0; ++i) {
+    // An explicit target is exact: overflow then goes only as far as the target needs.
+    for (std::int32_t i = 0; i < emergency && overflow > 0 && (use_ratio || needed > 0); ++i) {
       const std::int32_t j = order_[i];
       if ((flags[j] & frame_flag_sink) || protection_[j] == always) continue;
       mask[j] = 1;

@@ -193,18 +193,10 @@ class baseline_policy : public eviction_policy {
  private:
   void validate_rows(const char* where, const float* attention, std::int32_t rows,
                      std::int32_t num_cells) const {
-    AUDIOKV_REQUIRE(num_cells == store_.size(), where, "num_cells", num_cells,
-                    "must equal the number of cached cells");
     const std::int32_t required = required_group_size();
     AUDIOKV_REQUIRE(required == 0 || rows == required, where, "group_size", rows,
                     "must equal config.group_size (use observe_group for GQA rows)");
-    AUDIOKV_REQUIRE(num_cells == 0 || attention != nullptr, where, "attention", "nullptr",
-                    "must point to the scores");
-    const std::int64_t total = static_cast<std::int64_t>(rows) * num_cells;
-    for (std::int64_t j = 0; j < total; ++j) {
-      AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
-                      detail::indexed("attention", j), attention[j], "must be finite and >= 0");
-    }
+    store_.validate_scores(where, attention, num_cells, rows);
   }
 
   void plan_down_to(std::int32_t target, eviction_plan& out) const {
