@@ -209,7 +209,8 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
                                            int observe_steps) {
   audiokv::policy_options po;
   po.budget = std::max(1, static_cast<int>(std::lround(o.keep_ratio * clip.n_frames)));
-  po.capacity = std::max(po.budget, clip.n_frames);
+  // Room for every cell of the clip and for budgets above it (PyramidKV's first layers).
+  po.capacity = std::max(2 * po.budget, clip.n_frames);
   po.audiokv.budget = po.budget;
   po.audiokv.capacity = po.capacity;
   po.audiokv.frame_ms = 20.0f;  // one Whisper encoder position
