@@ -479,7 +479,7 @@ int run(int argc, char** argv) {
     }
   }
   std::ostream& sum = o.json ? std::cerr : std::cout;
-  sum << "summary: " << n_done << " clip(s), " << fmt(total_audio, 1) << " s audio";
+  sum << "summary: " << n_done << " clip run(s), " << fmt(total_audio, 1) << " s audio";
   if (total_ref > 0) {
     sum << ", WER "
         << fmt(100.0 * static_cast<double>(total_edits) / static_cast<double>(total_ref), 2)
