@@ -50,6 +50,17 @@ inline void gelu_inplace(mat_rm& x) {
     p[i] = 0.5f * p[i] * (1.0f + std::erf(p[i] * 0.70710678118654752f));
 }
 
+/// Pre-LN feed-forward block with its residual: x += W2 gelu(W1 LN(x)). `Layer` is an encoder
+/// or decoder layer (ln_ffn, ffn_in, ffn_out); xn, ff and proj are caller-owned scratch.
+template <class Layer>
+void add_feed_forward(const Layer& L, mat_rm& x, mat_rm& xn, mat_rm& ff, mat_rm& proj) {
+  L.ln_ffn.forward(x, xn);
+  L.ffn_in.forward(xn, ff);
+  gelu_inplace(ff);
+  L.ffn_out.forward(ff, proj);
+  x += proj;
+}
+
 /// Numerically stable softmax of p[0..n): subtract the max before exp.
 inline void softmax_inplace(float* p, int n) {
   if (n <= 0) return;

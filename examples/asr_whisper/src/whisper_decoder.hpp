@@ -112,11 +112,7 @@ class whisper_decoder {
         L.cross_out.forward(attn, proj);
         x += proj;
 
-        L.ln_ffn.forward(x, xn);
-        L.ffn_in.forward(xn, ff);
-        gelu_inplace(ff);
-        L.ffn_out.forward(ff, proj);
-        x += proj;
+        add_feed_forward(L, x, xn, ff, proj);
       }
       ++res.steps;
       kept_sum += static_cast<double>(cache.total_cells()) / full_cells;

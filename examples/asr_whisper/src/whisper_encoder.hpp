@@ -77,11 +77,7 @@ class whisper_encoder {
       }
       L.attn_out.forward(attn, proj);
       x += proj;
-      L.ln_ffn.forward(x, xn);
-      L.ffn_in.forward(xn, ff);
-      gelu_inplace(ff);
-      L.ffn_out.forward(ff, proj);
-      x += proj;
+      add_feed_forward(L, x, xn, ff, proj);
     }
     w.enc_ln.forward(x, xn);
     x.swap(xn);
