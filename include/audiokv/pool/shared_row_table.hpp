@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// F11/F12: the slot table between logical cells (what a policy ranks, in time order) and the
+/// physical K/V rows behind them, kept in two arenas: full precision and int8.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "../core/compaction.hpp"
+#include "../error.hpp"
+#include "pool_split.hpp"
+#include "row_transition.hpp"
+
+namespace audiokv {
+
+/// @brief Logical cell -> physical row map with per-row multiplicity.
+///
+/// A row may stand for several cells (F11: a run of repeated frames); its multiplicity is the
+/// number of cells that reference it. With an int8 arena (F12), a row is int8 while every cell
+/// behind it is in the buffer pool and full precision as soon as one is in the base or
+/// emergency pool. Invariants: every cell references a live row; every live row has
+/// multiplicity >= 1 and equals the number of cells referencing it; rows are dense in
+/// [0, num_rows(p)) of each arena. Metadata only: the K/V bytes live wherever the engine keeps
+/// them (cpu::head_kv_store is the reference store). Never allocates after construction.
+class shared_row_table {
+ public:
+  /// @param cell_capacity  logical cells (the policy's capacity)
+  /// @param full_rows      rows of the full-precision arena
+  /// @param int8_rows      rows of the int8 arena; 0 disables F12 (every row stays full)
+  shared_row_table(std::int32_t cell_capacity, std::int32_t full_rows, std::int32_t int8_rows)
+      : cell_capacity_(cell_capacity), full_capacity_(full_rows), int8_capacity_(int8_rows) {
+    constexpr const char* where = "shared_row_table";
+    AUDIOKV_REQUIRE(cell_capacity >= 1, where, "cell_capacity", cell_capacity, "must be >= 1");
+    AUDIOKV_REQUIRE(full_rows >= 1, where, "full_rows", full_rows, "must be >= 1");
+    AUDIOKV_REQUIRE(int8_rows >= 0, where, "int8_rows", int8_rows, "must be >= 0");
+    cell_ref_.resize(cell_capacity);
+    multiplicity_[0].resize(full_rows);
+    multiplicity_[1].resize(int8_rows);
+    row_to_[0].resize(full_rows);
+    row_to_[1].resize(int8_rows);
+    kept_cells_[0].resize(full_rows);
+    kept_cells_[1].resize(int8_rows);
+    wants_full_[0].resize(full_rows);
+    wants_full_[1].resize(int8_rows);
+  }
+
+  std::int32_t num_cells() const noexcept { return num_cells_; }
+  std::int32_t cell_capacity() const noexcept { return cell_capacity_; }
+  std::int32_t num_rows(row_precision p) const noexcept { return num_rows_[arena(p)]; }
+  std::int32_t row_capacity(row_precision p) const noexcept {
+    return p == row_precision::full ? full_capacity_ : int8_capacity_;
+  }
+  bool has_int8_arena() const noexcept { return int8_capacity_ > 0; }
+  std::uint64_t generation() const noexcept { return generation_; }
+
+  /// [num_cells()] the row behind each cell.
+  const row_ref* cell_rows() const noexcept { return cell_ref_.data(); }
+  /// [num_rows(p)] cells behind each row of arena p.
+  const std::int32_t* multiplicity(row_precision p) const noexcept {
+    return multiplicity_[arena(p)].data();
+  }
+
+  /// Appends a cell backed by a new row at the end of arena `p`; returns that row.
+  row_ref append_row(row_precision p) {
+    constexpr const char* where = "shared_row_table::append_row";
+    AUDIOKV_REQUIRE(num_cells_ < cell_capacity_, where, "num_cells()", num_cells_,
+                    "the table is full (apply an eviction first)");
+    AUDIOKV_REQUIRE(num_rows_[arena(p)] < row_capacity(p), where, "precision", static_cast<int>(p),
+                    "that arena is full");
+    const row_ref ref{num_rows_[arena(p)]++, p};
+    multiplicity_[arena(p)][ref.row] = 1;
+    cell_ref_[num_cells_++] = ref;
+    ++generation_;
+    return ref;
+  }
+
+  /// Appends a cell that shares the newest cell's row (F11); returns that row.
+  row_ref append_shared() {
+    constexpr const char* where = "shared_row_table::append_shared";
+    AUDIOKV_REQUIRE(num_cells_ > 0, where, "num_cells()", num_cells_,
+                    "there is no previous cell to share a row with");
+    AUDIOKV_REQUIRE(num_cells_ < cell_capacity_, where, "num_cells()", num_cells_,
+                    "the table is full (apply an eviction first)");
+    const row_ref ref = cell_ref_[num_cells_ - 1];
+    ++multiplicity_[arena(ref.precision)][ref.row];
+    cell_ref_[num_cells_++] = ref;
+    ++generation_;
+    return ref;
+  }
+
+  /// @brief The row transition of a cell plan.
+  /// @param move_to     [n_kv_before] the cell plan's stable move map (-1 = evicted)
+  /// @param tiers_after [n_kv_after] pool of each kept cell after the plan, in new slots; null
+  ///                    keeps every row's precision
+  /// @throws audiokv::error on a malformed move map or when an arena would overflow.
+  void plan(const std::int32_t* move_to, std::int32_t n_kv_before, const pool_tier* tiers_after,
+            row_transition& out) const {
+    constexpr const char* where = "shared_row_table::plan";
+    validate_move_map(where, move_to, n_kv_before);
+    count_kept(move_to, tiers_after);
+    out.demote_rows.clear();
+    out.promote_rows.clear();
+    out.full_move.resize(num_rows_[0]);
+    out.full_before = num_rows_[0];
+    out.int8_before = num_rows_[1];
+    std::int32_t full_kept = 0;
+    for (std::int32_t r = 0; r < num_rows_[0]; ++r) {
+      const bool kept = kept_cells_[0][r] > 0;
+      const bool stays = kept && target(row_precision::full, r, tiers_after) == row_precision::full;
+      out.full_move[r] = core::compaction_target(stays, full_kept);
+      full_kept += stays;
+      if (kept && !stays) out.demote_rows.push_back(r);
+    }
+    const auto staged = static_cast<std::int32_t>(out.demote_rows.size());
+    AUDIOKV_REQUIRE(num_rows_[1] + staged <= int8_capacity_, where, "tiers_after", staged,
+                    "demotions overflow the int8 arena");
+    out.int8_move.resize(num_rows_[1] + staged);
+    std::int32_t int8_kept = 0;
+    for (std::int32_t r = 0; r < num_rows_[1]; ++r) {
+      const bool kept = kept_cells_[1][r] > 0;
+      const bool stays = kept && target(row_precision::int8, r, tiers_after) == row_precision::int8;
+      out.int8_move[r] = core::compaction_target(stays, int8_kept);
+      int8_kept += stays;
+      if (kept && !stays) out.promote_rows.push_back(r);
+    }
+    for (std::int32_t k = 0; k < staged; ++k) out.int8_move[num_rows_[1] + k] = int8_kept++;
+    out.full_kept = full_kept;
+    out.full_after = full_kept + static_cast<std::int32_t>(out.promote_rows.size());
+    out.int8_after = int8_kept;
+    AUDIOKV_REQUIRE(out.full_after <= full_capacity_, where, "tiers_after", out.full_after,
+                    "full-precision rows overflow the full arena (size it for the base and "
+                    "emergency pools)");
+    out.generation = generation_;
+  }
+
+  /// Commits a transition made by plan() for the same `move_to`, after the K/V rows moved.
+  void apply(const std::int32_t* move_to, std::int32_t n_kv_before, const row_transition& t) {
+    constexpr const char* where = "shared_row_table::apply";
+    AUDIOKV_REQUIRE(t.generation == generation_ && t.full_before == num_rows_[0] &&
+                        t.int8_before == num_rows_[1],
+                    where, "transition.generation", t.generation,
+                    "stale transition: it was made for another state of this table");
+    validate_move_map(where, move_to, n_kv_before);
+    map_rows(t);
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < n_kv_before; ++i) {
+      if (move_to[i] == core::evicted_slot) continue;
+      const row_ref old = cell_ref_[i];
+      cell_ref_[move_to[i]] = row_to_[arena(old.precision)][old.row];
+      ++kept;
+    }
+    num_cells_ = kept;
+    num_rows_[0] = t.full_after;
+    num_rows_[1] = t.int8_after;
+    for (int a = 0; a < 2; ++a) {
+      for (std::int32_t r = 0; r < num_rows_[a]; ++r) multiplicity_[a][r] = 0;
+    }
+    for (std::int32_t c = 0; c < num_cells_; ++c) {
+      ++multiplicity_[arena(cell_ref_[c].precision)][cell_ref_[c].row];
+    }
+    ++generation_;
+  }
+
+ private:
+  static int arena(row_precision p) noexcept { return p == row_precision::full ? 0 : 1; }
+
+  void validate_move_map(const char* where, const std::int32_t* move_to,
+                         std::int32_t n_kv_before) const {
+    AUDIOKV_REQUIRE(n_kv_before == num_cells_, where, "n_kv_before", n_kv_before,
+                    "must equal num_cells()");
+    AUDIOKV_REQUIRE(n_kv_before == 0 || move_to != nullptr, where, "move_to", "nullptr",
+                    "must point to n_kv_before slots");
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < n_kv_before; ++i) {
+      AUDIOKV_REQUIRE(move_to[i] == core::evicted_slot || move_to[i] == kept, where,
+                      detail::indexed("move_to", i), move_to[i],
+                      "must be -1 or the number of kept cells before it");
+      kept += move_to[i] != core::evicted_slot;
+    }
+  }
+
+  /// Scratch: kept_cells_[a][r] = kept cells behind row r of arena a; wants_full_ = one of
+  /// them is outside the buffer pool after the plan.
+  void count_kept(const std::int32_t* move_to, const pool_tier* tiers_after) const {
+    for (int a = 0; a < 2; ++a) {
+      for (std::int32_t r = 0; r < num_rows_[a]; ++r) {
+        kept_cells_[a][r] = 0;
+        wants_full_[a][r] = 0;
+      }
+    }
+    for (std::int32_t i = 0; i < num_cells_; ++i) {
+      if (move_to[i] == core::evicted_slot) continue;
+      const row_ref ref = cell_ref_[i];
+      ++kept_cells_[arena(ref.precision)][ref.row];
+      if (tiers_after != nullptr && tiers_after[move_to[i]] != pool_tier::buffer) {
+        wants_full_[arena(ref.precision)][ref.row] = 1;
+      }
+    }
+  }
+
+  /// Precision of a kept row after the plan.
+  row_precision target(row_precision now, std::int32_t row, const pool_tier* tiers_after) const {
+    if (int8_capacity_ == 0) return row_precision::full;
+    if (tiers_after == nullptr) return now;
+    return wants_full_[arena(now)][row] ? row_precision::full : row_precision::int8;
+  }
+
+  /// row_to_[a][r]: where old row r of arena a lives after the transition (row -1: dropped).
+  void map_rows(const row_transition& t) {
+    for (std::int32_t r = 0; r < t.full_before; ++r) {
+      row_to_[0][r] = {t.full_move[r], row_precision::full};
+    }
+    for (std::int32_t r = 0; r < t.int8_before; ++r) {
+      row_to_[1][r] = {t.int8_move[r], row_precision::int8};
+    }
+    const auto demoted = static_cast<std::int32_t>(t.demote_rows.size());
+    for (std::int32_t k = 0; k < demoted; ++k) {
+      row_to_[0][t.demote_rows[k]] = {t.int8_move[t.int8_before + k], row_precision::int8};
+    }
+    const auto promoted = static_cast<std::int32_t>(t.promote_rows.size());
+    for (std::int32_t k = 0; k < promoted; ++k) {
+      row_to_[1][t.promote_rows[k]] = {t.full_kept + k, row_precision::full};
+    }
+  }
+
+  std::int32_t cell_capacity_;
+  std::int32_t full_capacity_;
+  std::int32_t int8_capacity_;
+  std::vector<row_ref> cell_ref_;                    // [cell_capacity]
+  std::vector<std::int32_t> multiplicity_[2];        // [arena rows]
+  std::vector<row_ref> row_to_[2];                   // [arena rows] scratch of apply()
+  mutable std::vector<std::int32_t> kept_cells_[2];  // [arena rows] scratch
+  mutable std::vector<std::uint8_t> wants_full_[2];  // [arena rows] scratch
+  std::int32_t num_rows_[2] = {0, 0};
+  std::int32_t num_cells_ = 0;
+  std::uint64_t generation_ = 1;
+};
+
+}  // namespace audiokv
