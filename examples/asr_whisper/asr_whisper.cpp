@@ -69,6 +69,7 @@ struct options {
   std::string pool = "max";           ///< avg or max
   std::vector<std::string> policies;  ///< --policies: several runs per encoded clip
   std::vector<double> ratios;         ///< --keep-ratios
+  kv_store_options store;             ///< --share-rows / --int8-buffer (F11, F12)
 };
 
 /// Comma-separated list.
@@ -114,7 +115,20 @@ void usage(std::ostream& os) {
         "  --observe-steps N  decode steps observed on the full cache before the one-shot\n"
         "                  compression (default: prompt length + 4)\n"
         "  --follow-trigger   afterwards also evict whenever the policy's trigger fires\n"
+        "  --share-rows TOL   F11: a frame whose K and V match the newest row's first frame\n"
+        "                  within relative max-abs TOL shares that row (0: exact repeats only)\n"
+        "  --int8-buffer   F12: buffer-pool rows are stored as int8 with a per-row scale\n"
+        "                  (memory features apply to every policy but 'full'; the run is named\n"
+        "                  e.g. audiokv_tuned+share0.05+int8)\n"
         "Without --wav/--manifest, a built-in clip of six Asterisk prompts is transcribed.\n";
+}
+
+/// "+share<TOL>" and/or "+int8": the name suffix of runs with memory features.
+std::string store_suffix(const kv_store_options& s) {
+  std::ostringstream out;
+  if (s.share_rows) out << "+share" << s.share_tolerance;
+  if (s.int8_buffer) out << "+int8";
+  return out.str();
 }
 
 bool is_dir(const std::string& p) {
@@ -312,6 +326,14 @@ int run(int argc, char** argv) {
       o.pool = next();
     else if (a == "--policies")
       o.policies = split_list(next());
+    else if (a == "--share-rows") {
+      o.store.share_rows = true;
+      o.store.share_tolerance = static_cast<float>(std::stod(next()));
+      if (!(o.store.share_tolerance >= 0.0f && o.store.share_tolerance <= 1.0f)) {
+        throw asr_error("--share-rows tolerance must be in [0, 1]");
+      }
+    } else if (a == "--int8-buffer")
+      o.store.int8_buffer = true;
     else if (a == "--keep-ratios") {
       for (const std::string& r : split_list(next())) o.ratios.push_back(parse_ratio(r));
     } else if (a == "--frames") {
@@ -419,7 +441,11 @@ int run(int argc, char** argv) {
       if (!f) throw asr_error(p + ": cannot write log-mel dump");
     }
     for (run_config& run : runs) {
-      const decode_result r = tr.transcribe(clip, *run.hook, o.frames);
+      // The full cache stays the dense float reference; memory features apply to the others.
+      const bool stored = run.policy != "full" && o.store.enabled();
+      const decode_result r = tr.transcribe(clip, *run.hook, o.frames,
+                                            stored ? o.store : kv_store_options{}, run.ratio);
+      const std::string run_name = stored ? run.policy + store_suffix(o.store) : run.policy;
       const std::string text = tr.text(r.tokens);
       const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
       const double rtf = proc / std::max(clip.duration_s, 1e-9);
@@ -439,7 +465,7 @@ int run(int argc, char** argv) {
       if (o.json) {
         std::ostringstream js;
         js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
-           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run.policy)
+           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run_name)
            << "\",\"keep_ratio\":" << run.ratio << ",\"frame_mode\":\""
            << (o.frames == frame_mode::all ? "all" : "speech")
            << "\",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
@@ -453,7 +479,13 @@ int run(int argc, char** argv) {
            << ",\"word_errors\":" << (has_ref ? std::to_string(wer.edits) : "null")
            << ",\"ref_words\":" << (has_ref ? std::to_string(wer.ref_words) : "null")
            << ",\"mean_kept_fraction\":" << fmt(r.mean_kept_fraction)
-           << ",\"final_kept_fraction\":" << fmt(r.final_kept_fraction)
+           << ",\"final_kept_fraction\":" << fmt(r.final_kept_fraction) << ",\"share_tolerance\":"
+           << (stored && o.store.share_rows ? fmt(o.store.share_tolerance) : "null")
+           << ",\"int8_buffer\":" << (stored && o.store.int8_buffer ? "true" : "false")
+           << ",\"mean_kv_bytes\":" << fmt(r.mean_kv_bytes, 0)
+           << ",\"mean_dense_kv_bytes\":" << fmt(r.mean_dense_kv_bytes, 0)
+           << ",\"attention_rel_error\":"
+           << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)
            << ",\"rtf\":" << fmt(rtf) << "}";
@@ -466,9 +498,9 @@ int run(int argc, char** argv) {
                   << " s, decoder " << fmt(r.seconds, 3) << " s (" << r.tokens.size()
                   << " tokens), RTF " << fmt(rtf, 3) << "\n";
         if (run.policy != "full") {
-          std::cout << "  policy " << run.policy << ": kept "
-                    << fmt(100.0 * r.final_kept_fraction, 1) << "% of cells at the end, "
-                    << fmt(100.0 * r.mean_kept_fraction, 1) << "% on average over steps\n";
+          std::cout << "  policy " << run_name << ": kept " << fmt(100.0 * r.final_kept_fraction, 1)
+                    << "% of cells at the end, " << fmt(100.0 * r.mean_kept_fraction, 1)
+                    << "% on average over steps\n";
         }
         std::cout << "  hyp: " << text << "\n";
         if (has_ref) {

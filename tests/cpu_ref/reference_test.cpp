@@ -3,6 +3,7 @@
 // cpu::compact, the policy stages) on identical inputs.
 #include <gtest/gtest.h>
 
+#include <audiokv/core/shared_rows.hpp>
 #include <audiokv/cpu/compact.hpp>
 #include <audiokv/cpu/eigen_attention.hpp>
 #include <audiokv/cpu/quantize.hpp>
@@ -153,6 +154,48 @@ TEST(Reference, QuantizeRoundTripWithinHalfAScale) {
       EXPECT_LE(std::fabs(x[r * dim + i] - y[r * dim + i]), scales[r] * 0.5f * (1 + 1e-6f));
       EXPECT_GE(q[r * dim + i], -127);
     }
+}
+
+// F11: attention over rows standing for m cells each, with logit bias ln m, equals attention
+// over the cells themselves; each cell receives its row's probability / m.
+TEST(Reference, SharedRowBiasEqualsAttentionOverRepeatedCells) {
+  const int hq = 4, hkv = 2, d = 32, rows = 50;
+  const auto q = random_vec(static_cast<std::size_t>(hq) * d, 11);
+  const auto k = random_vec(static_cast<std::size_t>(rows) * hkv * d, 12, -2.f, 2.f);
+  const auto v = random_vec(k.size(), 13);
+  std::vector<int> multiplicity(rows), cell_row;
+  for (int r = 0; r < rows; ++r) {
+    multiplicity[r] = 1 + r % 4;
+    for (int m = 0; m < multiplicity[r]; ++m) cell_row.push_back(r);
+  }
+  const int cells = static_cast<int>(cell_row.size());
+  std::vector<float> k_cells(static_cast<std::size_t>(cells) * hkv * d), v_cells(k_cells.size());
+  for (int c = 0; c < cells; ++c) {
+    for (int i = 0; i < hkv * d; ++i) {
+      k_cells[static_cast<std::size_t>(c) * hkv * d + i] = k[cell_row[c] * hkv * d + i];
+      v_cells[static_cast<std::size_t>(c) * hkv * d + i] = v[cell_row[c] * hkv * d + i];
+    }
+  }
+  std::vector<float> bias(static_cast<std::size_t>(hkv) * rows);
+  for (int h = 0; h < hkv; ++h)
+    for (int r = 0; r < rows; ++r)
+      bias[h * rows + r] = audiokv::core::multiplicity_bias(multiplicity[r]);
+  std::vector<float> out_rows(hq * d), probs_rows(hq * rows), out_cells(hq * d),
+      probs_cells(static_cast<std::size_t>(hq) * cells);
+  ref::decode_attention(q.data(), k.data(), v.data(), kv_addressing{nullptr, 1, 0, hkv * d, d}, hq,
+                        hkv, d, rows, rows, out_rows.data(), probs_rows.data(), nullptr,
+                        audiokv::gqa_reduce::mean, bias.data());
+  ref::decode_attention(q.data(), k_cells.data(), v_cells.data(),
+                        kv_addressing{nullptr, 1, 0, hkv * d, d}, hq, hkv, d, cells, cells,
+                        out_cells.data(), probs_cells.data(), nullptr);
+  for (int i = 0; i < hq * d; ++i) EXPECT_NEAR(out_rows[i], out_cells[i], 1e-6f) << i;
+  for (int h = 0; h < hq; ++h) {
+    for (int c = 0; c < cells; ++c) {
+      const float p = audiokv::core::shared_cell_probability(probs_rows[h * rows + cell_row[c]],
+                                                             multiplicity[cell_row[c]]);
+      EXPECT_NEAR(p, probs_cells[static_cast<std::size_t>(h) * cells + c], 1e-7f);
+    }
+  }
 }
 
 }  // namespace

@@ -400,4 +400,57 @@ TEST(CudaGraph, CapturedStepReplaysIdentically) {
   cudaStreamDestroy(stream);
 }
 
+TEST(CudaSharedRows, BiasedRowsEqualRepeatedCells) {
+  REQUIRE_DEVICE();
+  const int hq = 8, hkv = 2, d = 64, rows = 700;
+  const auto q = random_vec(static_cast<std::size_t>(hq) * d, 21);
+  const auto k = random_vec(static_cast<std::size_t>(rows) * hkv * d, 22, -2.f, 2.f);
+  const auto v = random_vec(k.size(), 23);
+  std::vector<std::int32_t> multiplicity(static_cast<std::size_t>(hkv) * rows), cell_row;
+  for (int r = 0; r < rows; ++r) {
+    const int m = 1 + r % 5;
+    for (int c = 0; c < m; ++c) cell_row.push_back(r);
+    multiplicity[r] = multiplicity[rows + r] = m;
+  }
+  const int cells = static_cast<int>(cell_row.size());
+  std::vector<float> k_cells(static_cast<std::size_t>(cells) * hkv * d), v_cells(k_cells.size());
+  for (int c = 0; c < cells; ++c)
+    for (int i = 0; i < hkv * d; ++i) {
+      k_cells[static_cast<std::size_t>(c) * hkv * d + i] = k[cell_row[c] * hkv * d + i];
+      v_cells[static_cast<std::size_t>(c) * hkv * d + i] = v[cell_row[c] * hkv * d + i];
+    }
+  const audiokv::core::kv_addressing addr{nullptr, 1, 0, hkv * d, d};
+  std::vector<float> out_r(hq * d), probs_r(static_cast<std::size_t>(hq) * cells),
+      scores_r(static_cast<std::size_t>(hkv) * cells);
+  ref::decode_attention(q.data(), k_cells.data(), v_cells.data(), addr, hq, hkv, d, cells, cells,
+                        out_r.data(), probs_r.data(), scores_r.data());
+  std::vector<std::int32_t> cell_rows(static_cast<std::size_t>(hkv) * cells);
+  for (int h = 0; h < hkv; ++h)
+    std::copy(cell_row.begin(), cell_row.end(), cell_rows.begin() + h * cells);
+  const cu::attention_shape shape{hq, hkv, d, rows};
+  dbuf<float> dq(q), dk(k), dv(v), dout(out_r.size()), dprobs(static_cast<std::size_t>(hq) * rows),
+      dscores(static_cast<std::size_t>(hkv) * rows), dbias(static_cast<std::size_t>(hkv) * rows),
+      dcell(scores_r.size());
+  dbuf<std::int32_t> dmult(multiplicity), dcell_row(cell_rows);
+  const std::size_t ws = cu::decode_attention_workspace_bytes(shape);
+  dbuf<unsigned char> dws(ws);
+  ASSERT_EQ(cu::multiplicity_bias(dmult.p, dbias.p, hkv, rows, rows, nullptr), cudaSuccess);
+  ASSERT_EQ(cu::decode_attention(shape, cu::dtype::f32, dq.p, dk.p, dv.p, addr, dout.p, dprobs.p,
+                                 dscores.p, audiokv::gqa_reduce::mean, nullptr, dws.p, ws, nullptr,
+                                 dbias.p),
+            cudaSuccess);
+  ASSERT_EQ(cu::shared_cell_probs(dscores.p, dmult.p, dcell_row.p, dcell.p, hkv, cells, cells, rows,
+                                  nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto out = dout.down();
+  for (std::size_t i = 0; i < out.size(); ++i)
+    ASSERT_NEAR(out[i], out_r[i], tol::attention_out_abs);
+  const auto cell_scores = dcell.down();
+  for (std::size_t i = 0; i < cell_scores.size(); ++i) {
+    const float e = scores_r[i];
+    ASSERT_NEAR(cell_scores[i], e, tol::probability_abs + tol::probability_rel * e) << i;
+  }
+}
+
 }  // namespace

@@ -99,11 +99,15 @@ class audiokv_policy_hook final : public kv_eviction_hook {
       return false;
     }
     if (plan_.empty()) return false;
-    // Tier changes without evictions still go to the policy; only evictions move K/V rows.
-    const bool moved = !plan_.evict.empty();
-    if (moved) move_to = plan_.move_to;
+    // A plan that only moves cells between pools keeps every row in place; the cache still
+    // hears of it, for an int8 buffer arena.
+    move_to = plan_.move_to;
     p.apply(plan_);
-    return moved;
+    return true;
+  }
+
+  const audiokv::pool_tier* tiers(int layer, int head) const override {
+    return policies_[idx(layer, head)]->tiers();
   }
 
  private:

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
+#include <audiokv/cpu/head_kv_store.hpp>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -11,6 +13,16 @@
 #include "tensor_ops.hpp"
 
 namespace asr {
+
+/// @brief Memory features of the cross-attention cache (SPEC F11, F12); all off keeps the
+/// dense float cache alone.
+struct kv_store_options {
+  bool share_rows = false;       ///< F11: runs of matching frames share one row
+  float share_tolerance = 0.0f;  ///< F11: relative max-abs tolerance of a match
+  bool int8_buffer = false;      ///< F12: buffer-pool rows as int8 with a per-row scale
+  int full_rows = 0;             ///< F12: full-precision rows per head (0: every cell)
+  bool enabled() const { return share_rows || int8_buffer; }
+};
 
 /// @brief Decoder cross-attention KV over audio frames, per (layer, head).
 ///
@@ -56,6 +68,44 @@ class cross_kv_cache {
     }
   }
 
+  /// Builds one audiokv::cpu::head_kv_store per (layer, head) from the loaded rows; attention
+  /// then reads the stores, and the dense rows stay as the float reference that measures the
+  /// stores' attention error.
+  void enable_store(const kv_store_options& o) {
+    stores_.clear();
+    stores_.reserve(static_cast<size_t>(n_layers_) * n_heads_);
+    audiokv::cpu::head_kv_store_config c;
+    c.cell_capacity = capacity_;
+    c.head_dim = head_dim_;
+    c.share_rows = o.share_rows;
+    c.share_tolerance = o.share_tolerance;
+    c.int8_buffer = o.int8_buffer;
+    c.full_rows = o.int8_buffer ? std::min(o.full_rows, capacity_) : 0;
+    for (int l = 0; l < n_layers_; ++l) {
+      for (int h = 0; h < n_heads_; ++h) {
+        stores_.emplace_back(c);
+        for (int t = 0; t < n_kv(l, h); ++t) {
+          stores_.back().append(k_ptr(l, h) + static_cast<size_t>(t) * head_dim_,
+                                v_ptr(l, h) + static_cast<size_t>(t) * head_dim_);
+        }
+      }
+    }
+  }
+  bool has_store() const { return !stores_.empty(); }
+  const audiokv::cpu::head_kv_store& store(int l, int h) const { return stores_[idx(l, h)]; }
+
+  /// K/V bytes attention reads: the stores' rows and slot tables, else the dense rows.
+  long kv_bytes_held() const {
+    if (!has_store()) return dense_kv_bytes();
+    long bytes = 0;
+    for (const auto& s : stores_) bytes += static_cast<long>(s.kv_bytes() + s.table_bytes());
+    return bytes;
+  }
+  /// Bytes of the kept cells as dense float K and V.
+  long dense_kv_bytes() const {
+    return total_cells() * 2L * head_dim_ * static_cast<long>(sizeof(float));
+  }
+
   int n_layers() const { return n_layers_; }
   int n_heads() const { return n_heads_; }
   int head_dim() const { return head_dim_; }
@@ -91,7 +141,17 @@ class cross_kv_cache {
   /// Applies a move map: move_to[i] = new slot of cell i, -1 = evict. Kept cells must map to
   /// 0, 1, 2, ... in order (time order kept), so every target j <= i and an in-order sweep
   /// never overwrites a row before it is read. Rows move by memcpy (byte-exact).
-  void apply_move(int l, int h, const std::vector<int32_t>& move_to) {
+  /// Applies a move map, and the same plan to the store of (l, h) with the policy's pools
+  /// after it (`tiers`, null for single-pool policies).
+  void apply_move(int l, int h, const std::vector<int32_t>& move_to,
+                  const audiokv::pool_tier* tiers) {
+    const int n = n_kv(l, h);
+    apply_dense_move(l, h, move_to);
+    if (has_store()) stores_[idx(l, h)].apply(move_to.data(), n, tiers);
+  }
+
+ private:
+  void apply_dense_move(int l, int h, const std::vector<int32_t>& move_to) {
     const int n = n_kv(l, h);
     if (static_cast<int>(move_to.size()) != n) {
       throw asr_error("eviction hook returned a move map of size " +
@@ -129,7 +189,6 @@ class cross_kv_cache {
     n_kv_[idx(l, h)] = next;
   }
 
- private:
   size_t idx(int l, int h) const { return static_cast<size_t>(l) * n_heads_ + h; }
   size_t block(int l, int h) const { return idx(l, h) * capacity_ * head_dim_; }
 
@@ -137,6 +196,7 @@ class cross_kv_cache {
   std::vector<float> k_, v_;
   std::vector<int32_t> pos_;
   std::vector<int> n_kv_;
+  std::vector<audiokv::cpu::head_kv_store> stores_;  // [layers * heads] when enabled
 };
 
 }  // namespace asr

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <audiokv/pool/pool_split.hpp>
 #include <cstdint>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct step_view {
 /// `move_to` (size n_kv) gives the new slot of each cell or -1 to evict it; the kept cells must
 /// map to 0, 1, 2, ... in their current order (time order is preserved). The cache then
 /// compacts K, V and pos rows with byte-exact copies; the next step sees the smaller cache.
+/// A move map that keeps every cell in place reports pool changes only (see tiers()).
 /// on_token(step, token) follows each step whose logits chose a token; on_clip_end() ends a clip.
 class kv_eviction_hook {
  public:
@@ -55,6 +57,10 @@ class kv_eviction_hook {
   virtual void on_clip_start(const clip_context& /*clip*/) {}
   virtual void on_head_start(const head_view& /*view*/) {}
   virtual bool on_step(const step_view& view, std::vector<int32_t>& move_to) = 0;
+  /// [n_kv] pool of each cell of (layer, head) after the last on_step, or null when the policy
+  /// has a single pool; an int8 buffer arena keeps rows in full precision only outside the
+  /// buffer pool.
+  virtual const audiokv::pool_tier* tiers(int /*layer*/, int /*head*/) const { return nullptr; }
   virtual void on_token(int /*step*/, int32_t /*token*/) {}
   virtual void on_clip_end() {}
 };

@@ -24,6 +24,13 @@ struct decode_result {
   /// Mean over decode steps of total kept cells / (layers * heads * n_frames): 1.0 = full.
   double mean_kept_fraction = 1.0;
   double final_kept_fraction = 1.0;
+  /// Mean over decode steps of the cross-attention K/V bytes attention reads (all heads).
+  double mean_kv_bytes = 0.0;
+  /// Mean over decode steps of the same cells' bytes as dense float K and V.
+  double mean_dense_kv_bytes = 0.0;
+  /// With a K/V store: mean over (step, layer, head) of |o - o_ref| / |o_ref|, o_ref being
+  /// attention over the same cells' dense float rows; -1 without a store.
+  double attention_rel_error = -1.0;
 };
 
 /// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
@@ -62,7 +69,9 @@ class whisper_decoder {
     std::vector<float> scores;
     std::vector<int32_t> move_to;
     Eigen::VectorXf logits;
-    double kept_sum = 0.0;
+    double kept_sum = 0.0, bytes_sum = 0.0, dense_bytes_sum = 0.0, error_sum = 0.0;
+    long error_count = 0;
+    Eigen::RowVectorXf reference_out(hd);
     int32_t token = prompt[0];
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
@@ -98,7 +107,18 @@ class whisper_decoder {
           Eigen::Map<Eigen::RowVectorXf> s(scores.data(), n_kv);
           s.noalias() = (q.middleCols(h * hd, hd) * scale) * K.transpose();
           softmax_inplace(scores.data(), n_kv);
-          attn.middleCols(h * hd, hd).noalias() = s * V;
+          if (cache.has_store()) {
+            // Decoding reads the store; the dense rows give the reference output.
+            reference_out.noalias() = s * V;
+            cache.store(l, h).attend(q.data() + h * hd, attn.data() + h * hd, scores.data());
+            const float ref_norm = reference_out.norm();
+            if (ref_norm > 0.0f) {
+              error_sum += (attn.middleCols(h * hd, hd) - reference_out).norm() / ref_norm;
+              ++error_count;
+            }
+          } else {
+            attn.middleCols(h * hd, hd).noalias() = s * V;
+          }
 
           step_view sv;
           sv.cache = cache.view(l, h);
@@ -107,7 +127,7 @@ class whisper_decoder {
           sv.q = q.data() + h * hd;
           sv.probs = scores.data();
           move_to.clear();
-          if (hook.on_step(sv, move_to)) cache.apply_move(l, h, move_to);
+          if (hook.on_step(sv, move_to)) cache.apply_move(l, h, move_to, hook.tiers(l, h));
         }
         L.cross_out.forward(attn, proj);
         x += proj;
@@ -116,6 +136,8 @@ class whisper_decoder {
       }
       ++res.steps;
       kept_sum += static_cast<double>(cache.total_cells()) / full_cells;
+      bytes_sum += static_cast<double>(cache.kv_bytes_held());
+      dense_bytes_sum += static_cast<double>(cache.dense_kv_bytes());
       if (is_prompt) {
         token = prompt[static_cast<size_t>(step) + 1];
         continue;
@@ -142,6 +164,9 @@ class whisper_decoder {
     }
     hook.on_clip_end();
     res.mean_kept_fraction = kept_sum / std::max(1, res.steps);
+    res.mean_kv_bytes = bytes_sum / std::max(1, res.steps);
+    res.mean_dense_kv_bytes = dense_bytes_sum / std::max(1, res.steps);
+    if (error_count > 0) res.attention_rel_error = error_sum / static_cast<double>(error_count);
     res.final_kept_fraction = static_cast<double>(cache.total_cells()) / full_cells;
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;

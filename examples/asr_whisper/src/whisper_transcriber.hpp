@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -70,10 +72,19 @@ class whisper_transcriber {
   }
 
   /// Greedy decode of a prepared clip with `hook` managing the cross-attention cache.
-  decode_result transcribe(const prepared_clip& c, kv_eviction_hook& hook, frame_mode mode) const {
+  /// With an int8 buffer store, each head's full-precision arena holds the base and emergency
+  /// pools (default split) of the policy budget round(keep_ratio * cached frames).
+  decode_result transcribe(const prepared_clip& c, kv_eviction_hook& hook, frame_mode mode,
+                           kv_store_options store = {}, double keep_ratio = 1.0) const {
     const int n_frames = mode == frame_mode::all ? m_.w.n_audio_ctx : c.n_speech_frames;
     cross_kv_cache cache;
     cache.load(c.enc.cross_k, c.enc.cross_v, m_.w.dec_heads, n_frames);
+    if (store.enabled()) {
+      const int budget = std::max(1, static_cast<int>(std::lround(keep_ratio * n_frames)));
+      const audiokv::pool_split split;
+      store.full_rows = split.base_cells(budget) + split.emergency_cells(budget);
+      cache.enable_store(store);
+    }
     clip_context ctx;
     ctx.n_layers = m_.n_dec_layers();
     ctx.n_heads = m_.n_dec_heads();

@@ -28,11 +28,14 @@ namespace audiokv::cpu::reference {
 /// @param out     [num_q_heads, head_dim] or null
 /// @param probs   [num_q_heads, probs_stride] probabilities of the first num_cells cells
 /// @param scores  [num_kv_heads, probs_stride] group-reduced probabilities, or null
+/// @param logit_bias [num_kv_heads, probs_stride] added to each cell's logit (F11: ln m of a
+///                row standing for m cells), or null
 inline void decode_attention(const float* q, const float* k, const float* v,
                              const core::kv_addressing& addr, std::int32_t num_q_heads,
                              std::int32_t num_kv_heads, std::int32_t head_dim,
                              std::int32_t num_cells, std::int32_t probs_stride, float* out,
-                             float* probs, float* scores, gqa_reduce mode = gqa_reduce::mean) {
+                             float* probs, float* scores, gqa_reduce mode = gqa_reduce::mean,
+                             const float* logit_bias = nullptr) {
   const std::int32_t group = num_q_heads / num_kv_heads;
   const float scale = core::attention_scale(head_dim);
   std::vector<float> acc(head_dim);
@@ -46,7 +49,10 @@ inline void decode_attention(const float* q, const float* k, const float* v,
       const float* kr = k + addr.row_offset(j, kvh);
       float dot = 0.0f;
       for (std::int32_t d = 0; d < head_dim; ++d) dot += qh[d] * kr[d];
-      logits[j] = dot * scale;
+      const float bias = logit_bias != nullptr
+                             ? logit_bias[static_cast<std::int64_t>(kvh) * probs_stride + j]
+                             : 0.0f;
+      logits[j] = core::cell_logit(dot, scale, bias);
       const core::online_weights w = core::online_step(state, logits[j]);
       if (v != nullptr) {
         const float* vr = v + addr.row_offset(j, kvh);

@@ -28,6 +28,7 @@
 #include "kernels/quantize_kernel.cuh"
 #include "kernels/select_kernel.cuh"
 #include "kernels/sequence_kernel.cuh"
+#include "kernels/shared_rows_kernel.cuh"
 #include "params.cuh"
 
 namespace audiokv::cuda {
@@ -100,12 +101,15 @@ inline std::size_t decode_attention_workspace_bytes(const attention_shape& shape
 ///                    are left untouched)
 /// @param scores      [num_kv_heads, shape.num_cells] group-reduced probabilities, or nullptr
 /// @param live_cells  [1] device count of live cells (<= shape.num_cells), or nullptr
+/// @param logit_bias  [num_kv_heads, shape.num_cells] fp32 added to each logit (F11: ln m of a
+///                    shared row, core::multiplicity_bias), or nullptr
 /// Launches 3 kernels on `stream`; never allocates or synchronises; graph-capturable.
 inline cudaError_t decode_attention(const attention_shape& shape, dtype kv_type, const float* q,
                                     const void* k, const void* v, const core::kv_addressing& addr,
                                     float* out, float* probs, float* scores, gqa_reduce mode,
                                     const std::int32_t* live_cells, void* workspace,
-                                    std::size_t workspace_bytes, cudaStream_t stream) {
+                                    std::size_t workspace_bytes, cudaStream_t stream,
+                                    const float* logit_bias = nullptr) {
   if (shape.num_kv_heads < 1 || shape.num_q_heads % shape.num_kv_heads != 0 ||
       shape.num_cells < 0 || q == nullptr || k == nullptr || probs == nullptr ||
       workspace_bytes < decode_attention_workspace_bytes(shape) || workspace == nullptr)
@@ -134,6 +138,7 @@ inline cudaError_t decode_attention(const attention_shape& shape, dtype kv_type,
         p.probs = probs;
         p.scores = scores;
         p.live_cells = live_cells;
+        p.logit_bias = logit_bias;
         p.num_q_heads = shape.num_q_heads;
         p.num_kv_heads = shape.num_kv_heads;
         p.group_size = shape.num_q_heads / shape.num_kv_heads;
@@ -170,6 +175,39 @@ inline cudaError_t attention_scores(const attention_shape& shape, dtype kv_type,
                                     cudaStream_t stream) {
   return decode_attention(shape, kv_type, q, k, nullptr, addr, nullptr, probs, scores, mode,
                           live_cells, workspace, workspace_bytes, stream);
+}
+
+// ---- F11: shared rows (rows = KV heads, each with its own slot table) ----
+
+/// @brief bias[h, r] = ln multiplicity[h, r] for r < num_rows: the logit_bias of
+/// decode_attention over physical rows. @param multiplicity, bias [rows, row_stride].
+inline cudaError_t multiplicity_bias(const std::int32_t* multiplicity, float* bias,
+                                     std::int32_t rows, std::int32_t num_rows,
+                                     std::int32_t row_stride, cudaStream_t stream) {
+  if (rows < 0 || num_rows < 0 || row_stride < num_rows) return cudaErrorInvalidValue;
+  if (rows == 0 || num_rows == 0) return cudaSuccess;
+  kernels::
+      multiplicity_bias_kernel<<<dim3(detail::blocks_for(num_rows, 256), rows), 256, 0, stream>>>(
+          multiplicity, bias, num_rows, row_stride);
+  return cudaGetLastError();
+}
+
+/// @brief cell_probs[h, c] = row_probs[h, cell_row[h, c]] / multiplicity[h, cell_row[h, c]]:
+/// each logical cell's probability, for the policy's observe().
+/// @param row_probs, multiplicity [rows, row_stride]  @param cell_row, cell_probs
+/// [rows, cell_stride]
+inline cudaError_t shared_cell_probs(const float* row_probs, const std::int32_t* multiplicity,
+                                     const std::int32_t* cell_row, float* cell_probs,
+                                     std::int32_t rows, std::int32_t num_cells,
+                                     std::int32_t cell_stride, std::int32_t row_stride,
+                                     cudaStream_t stream) {
+  if (rows < 0 || num_cells < 0 || cell_stride < num_cells || row_stride < 0)
+    return cudaErrorInvalidValue;
+  if (rows == 0 || num_cells == 0) return cudaSuccess;
+  kernels::
+      shared_cell_probs_kernel<<<dim3(detail::blocks_for(num_cells, 256), rows), 256, 0, stream>>>(
+          row_probs, multiplicity, cell_row, cell_probs, num_cells, cell_stride, row_stride);
+  return cudaGetLastError();
 }
 
 // ---- F2-F4: temporal and sequence stages (rows = KV heads, `stride` floats apart) ----

@@ -31,6 +31,7 @@ struct attention_params {
   float* probs = nullptr;                        // [num_q_heads, num_cells]
   float* scores = nullptr;                       // [num_kv_heads, num_cells] or nullptr
   const std::int32_t* live_cells = nullptr;      // [1] live count <= num_cells, or nullptr
+  const float* logit_bias = nullptr;             // [num_kv_heads, num_cells] or nullptr
   core::softmax_state* partial_state = nullptr;  // [num_splits, num_q_heads]
   float* partial_acc = nullptr;                  // [num_splits, num_q_heads, head_dim]
   core::softmax_state* final_state = nullptr;    // [num_q_heads]

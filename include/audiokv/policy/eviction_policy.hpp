@@ -9,6 +9,7 @@
 
 #include "../pool/eviction_plan.hpp"
 #include "../pool/frame.hpp"
+#include "../pool/pool_split.hpp"
 
 namespace audiokv {
 
@@ -52,6 +53,11 @@ class eviction_policy {
   virtual std::int32_t capacity() const noexcept = 0;
   /// [num_cells()] logical positions of the cached cells, ascending.
   virtual const std::int32_t* positions() const noexcept = 0;
+
+  /// [num_cells()] pool of each cell (F1), or null for a policy with a single pool. A K/V
+  /// store with an int8 buffer arena (F12) keeps a cell's row in full precision only outside
+  /// the buffer pool.
+  virtual const pool_tier* tiers() const noexcept { return nullptr; }
 };
 
 }  // namespace audiokv

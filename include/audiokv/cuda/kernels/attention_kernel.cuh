@@ -91,7 +91,10 @@ __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
       for (int offset = tpr / 2; offset > 0; offset /= 2)
         dot += __shfl_xor_sync(0xffffffffu, dot, offset);
       if (!valid) continue;
-      const float x = dot * p.scale;
+      const float bias = p.logit_bias != nullptr
+                             ? p.logit_bias[static_cast<std::int64_t>(kv_head) * p.num_cells + cell]
+                             : 0.0f;
+      const float x = core::cell_logit(dot, p.scale, bias);
       if (sub == 0) p.probs[static_cast<std::int64_t>(q0 + g) * p.num_cells + cell] = x;
       const core::online_weights w = core::online_step(state[g], x);
       if constexpr (WithValues) {
