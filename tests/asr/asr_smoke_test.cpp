@@ -285,6 +285,33 @@ int main() {
               "audiokv policy at retention 0.5 keeps half the cells");
       }
     }
+    // F11/F12 store: exact sharing alone reads the same rows (Whisper frames never repeat
+    // bit for bit), so the full-cache transcript is unchanged; the int8 buffer arena under
+    // AudioKV holds fewer bytes than dense rows with a small attention error.
+    kv_store_options exact;
+    exact.share_rows = true;
+    const decode_result e = tr.transcribe(clip, keep, frame_mode::speech, exact);
+    check(e.tokens == a.tokens && e.attention_rel_error >= 0.0 && e.attention_rel_error < 1e-5,
+          "exact shared-row store reproduces the full cache (attention error " +
+              std::to_string(e.attention_rel_error) + ")");
+    kv_store_options int8;
+    int8.int8_buffer = true;
+    audiokv_policy_hook half(
+        [](const clip_context& ctx, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
+          audiokv::audiokv_config cfg;
+          cfg.budget = std::max(1, static_cast<int>(std::lround(0.5 * ctx.n_frames)));
+          cfg.capacity = ctx.n_frames;
+          cfg.frame_ms = 20.0f;
+          return std::make_unique<audiokv::tiered_cache<>>(cfg);
+        },
+        audiokv_policy_hook::options{6, false});
+    const decode_result q = tr.transcribe(clip, half, frame_mode::speech, int8, 0.5);
+    check(std::fabs(q.final_kept_fraction - 0.5) < 0.01 && !q.tokens.empty() &&
+              q.mean_kv_bytes < 0.8 * q.mean_dense_kv_bytes && q.attention_rel_error > 0.0 &&
+              q.attention_rel_error < 0.05,
+          "int8 buffer store at retention 0.5: bytes " + std::to_string(q.mean_kv_bytes) +
+              " of dense " + std::to_string(q.mean_dense_kv_bytes) + ", attention error " +
+              std::to_string(q.attention_rel_error));
 #endif
   } catch (const std::exception& e) {
     check(false, std::string("unexpected exception: ") + e.what());
