@@ -500,7 +500,13 @@ int run(int argc, char** argv) {
         if (run.policy != "full") {
           std::cout << "  policy " << run_name << ": kept " << fmt(100.0 * r.final_kept_fraction, 1)
                     << "% of cells at the end, " << fmt(100.0 * r.mean_kept_fraction, 1)
-                    << "% on average over steps\n";
+                    << "% on average over steps; K/V held " << fmt(r.mean_kv_bytes / 1048576.0, 2)
+                    << " MiB on average (dense float rows "
+                    << fmt(r.mean_dense_kv_bytes / 1048576.0, 2) << " MiB)";
+          if (r.attention_rel_error >= 0.0) {
+            std::cout << ", attention error " << fmt(100.0 * r.attention_rel_error, 2) << "%";
+          }
+          std::cout << "\n";
         }
         std::cout << "  hyp: " << text << "\n";
         if (has_ref) {

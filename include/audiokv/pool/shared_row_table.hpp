@@ -104,26 +104,14 @@ class shared_row_table {
     out.full_move.resize(num_rows_[0]);
     out.full_before = num_rows_[0];
     out.int8_before = num_rows_[1];
-    std::int32_t full_kept = 0;
-    for (std::int32_t r = 0; r < num_rows_[0]; ++r) {
-      const bool kept = kept_cells_[0][r] > 0;
-      const bool stays = kept && target(row_precision::full, r, tiers_after) == row_precision::full;
-      out.full_move[r] = core::compaction_target(stays, full_kept);
-      full_kept += stays;
-      if (kept && !stays) out.demote_rows.push_back(r);
-    }
+    const std::int32_t full_kept =
+        plan_arena(row_precision::full, tiers_after, out.full_move.data(), out.demote_rows);
     const auto staged = static_cast<std::int32_t>(out.demote_rows.size());
     AUDIOKV_REQUIRE(num_rows_[1] + staged <= int8_capacity_, where, "tiers_after", staged,
                     "demotions overflow the int8 arena");
     out.int8_move.resize(num_rows_[1] + staged);
-    std::int32_t int8_kept = 0;
-    for (std::int32_t r = 0; r < num_rows_[1]; ++r) {
-      const bool kept = kept_cells_[1][r] > 0;
-      const bool stays = kept && target(row_precision::int8, r, tiers_after) == row_precision::int8;
-      out.int8_move[r] = core::compaction_target(stays, int8_kept);
-      int8_kept += stays;
-      if (kept && !stays) out.promote_rows.push_back(r);
-    }
+    std::int32_t int8_kept =
+        plan_arena(row_precision::int8, tiers_after, out.int8_move.data(), out.promote_rows);
     for (std::int32_t k = 0; k < staged; ++k) out.int8_move[num_rows_[1] + k] = int8_kept++;
     out.full_kept = full_kept;
     out.full_after = full_kept + static_cast<std::int32_t>(out.promote_rows.size());
@@ -197,6 +185,21 @@ class shared_row_table {
         wants_full_[arena(ref.precision)][ref.row] = 1;
       }
     }
+  }
+
+  /// Stable move map of the rows that stay in arena `p` (kept rows leaving it are appended to
+  /// `leaving`); returns how many stay.
+  std::int32_t plan_arena(row_precision p, const pool_tier* tiers_after, std::int32_t* move,
+                          std::vector<std::int32_t>& leaving) const {
+    std::int32_t stay = 0;
+    for (std::int32_t r = 0; r < num_rows_[arena(p)]; ++r) {
+      const bool kept = kept_cells_[arena(p)][r] > 0;
+      const bool stays = kept && target(p, r, tiers_after) == p;
+      move[r] = core::compaction_target(stays, stay);
+      stay += stays;
+      if (kept && !stays) leaving.push_back(r);
+    }
+    return stay;
   }
 
   /// Precision of a kept row after the plan.
