@@ -23,57 +23,15 @@
 #include <new>
 #include <vector>
 
+#include "common/counting_allocator.hpp"
+
 #ifndef AUDIOKV_SOAK_FRAMES
 #define AUDIOKV_SOAK_FRAMES 360000
 #endif
 
-// ---- counting allocator: every global operator new counts while `g_counting` is set ----
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<std::int64_t> g_allocations{0};
-
-void* counted_alloc(std::size_t size) {
-  if (g_counting.load(std::memory_order_relaxed)) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-  return std::malloc(size == 0 ? 1 : size);
-}
-// Out of line so GCC does not pair an inlined operator new with free() and warn
-// (-Wmismatched-new-delete): these replacements own both sides.
-[[gnu::noinline]] void counted_free(void* p) noexcept { std::free(p); }
-
-void* counted_aligned_alloc(std::size_t size, std::align_val_t align) {
-  if (g_counting.load(std::memory_order_relaxed)) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-  const std::size_t a = static_cast<std::size_t>(align);
-  void* p = std::aligned_alloc(a, (size + a - 1) / a * a);
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t size) {
-  if (void* p = counted_alloc(size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void* operator new(std::size_t size, const std::nothrow_t&) noexcept { return counted_alloc(size); }
-void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
-  return counted_alloc(size);
-}
-void* operator new(std::size_t size, std::align_val_t align) {
-  if (void* p = counted_aligned_alloc(size, align)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size, std::align_val_t align) { return operator new(size, align); }
-void operator delete(void* p) noexcept { counted_free(p); }
-void operator delete[](void* p) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { counted_free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { counted_free(p); }
+// Every global operator new counts while `g_counting` is set.
+using audiokv::test::g_allocations;
+using audiokv::test::g_counting;
 
 namespace {
 

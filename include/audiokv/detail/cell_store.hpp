@@ -25,7 +25,8 @@ void compact_array(std::vector<T>& values, const eviction_plan& plan) {
   }
 }
 
-/// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front.
+/// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front (and
+/// grown only by reserve()).
 class cell_store {
  public:
   cell_store() = default;
@@ -38,6 +39,23 @@ class cell_store {
     prior_.resize(capacity);
     tier_.resize(capacity);
     evict_mask_.resize(capacity);
+  }
+
+  /// Grows every per-cell array to `new_capacity` slots, keeping cells, metadata, the
+  /// generation (outstanding plans stay valid) and every value in order. A request at or below
+  /// capacity() is a no-op (like std::vector::reserve): capacity never shrinks. Allocates and
+  /// copies O(capacity): call it between decode steps. capacity() changes last, so a
+  /// std::bad_alloc part-way leaves the observable state as it was.
+  void reserve(std::int32_t new_capacity) {
+    if (new_capacity <= capacity_) return;
+    pos_.resize(new_capacity);
+    speaker_.resize(new_capacity);
+    voice_.resize(new_capacity);
+    flags_.resize(new_capacity);
+    prior_.resize(new_capacity);
+    tier_.resize(new_capacity);
+    evict_mask_.resize(new_capacity);
+    capacity_ = new_capacity;
   }
 
   std::int32_t size() const noexcept { return size_; }

@@ -8,6 +8,7 @@
 
 #include "../error.hpp"
 #include "pool_split.hpp"
+#include "prefetch_config.hpp"
 
 namespace audiokv {
 
@@ -22,6 +23,7 @@ struct audiokv_config {
   /// B: the number of cells the cache may hold; append() beyond `capacity` throws.
   std::int32_t budget = 0;
   /// Physical slots (>= budget); 0 means budget. Headroom for bulk appends between evictions.
+  /// With prefetch.enabled it is only the initial reservation and may be below the budget.
   std::int32_t capacity = 0;
   /// F1 pool fractions.
   pool_split split{};
@@ -63,6 +65,9 @@ struct audiokv_config {
   float drift_factor = 2.0f;
   /// F19.
   prior_mode prior = prior_mode::add;
+  /// F13: rate-based reservation ahead of need (off by default; tiered_cache::prefetch()). Last,
+  /// so aggregate initialisation of the fields above is unchanged.
+  prefetch_config prefetch{};
 
   /// Capacity actually reserved.
   std::int32_t reserved_capacity() const { return capacity > 0 ? capacity : budget; }
@@ -87,8 +92,13 @@ struct audiokv_config {
   void validate() const {
     constexpr const char* where = "audiokv_config";
     AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
-    AUDIOKV_REQUIRE(capacity == 0 || capacity >= budget, where, "config.capacity", capacity,
-                    "must be 0 or >= budget");
+    if (prefetch.enabled) {
+      AUDIOKV_REQUIRE(capacity >= 0, where, "config.capacity", capacity,
+                      "must be >= 0 (with prefetch it is the initial reservation; 0: budget)");
+    } else {
+      AUDIOKV_REQUIRE(capacity == 0 || capacity >= budget, where, "config.capacity", capacity,
+                      "must be 0 or >= budget");
+    }
     split.validate(where);
     AUDIOKV_REQUIRE(std::isfinite(trigger) && trigger > 0.0f && trigger <= 1.0f, where,
                     "config.trigger", trigger, "must be in (0, 1]");
@@ -123,6 +133,7 @@ struct audiokv_config {
     AUDIOKV_REQUIRE(drift_window >= 2, where, "config.drift_window", drift_window, "must be >= 2");
     AUDIOKV_REQUIRE(std::isfinite(drift_factor) && drift_factor > 0.0f, where,
                     "config.drift_factor", drift_factor, "must be > 0");
+    prefetch.validate(where);
     // The always-protected set (recent window + a full emergency pool) must fit under the
     // trigger, or no eviction could ever get back under it.
     const std::int64_t protected_cells =

@@ -2,7 +2,8 @@
 /// @file
 /// The AudioKV policy: tiered pools (F1), importance EMA (F2), a compile-time smoothing pipeline
 /// (F3-F5), the utilisation trigger and entropy-driven ratio (F6, F7), selection with promotion
-/// (F8), plans with a stable move map (F9) and the speech rules (F14-F20).
+/// (F8), plans with a stable move map (F9), the speech rules (F14-F20) and rate-based prefetch
+/// (F13).
 #pragma once
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "../policy/eviction_policy.hpp"
 #include "../policy/smoothing_pipeline.hpp"
 #include "audiokv_config.hpp"
+#include "capacity_forecast.hpp"
 #include "eviction_plan.hpp"
 #include "frame.hpp"
 #include "pool_split.hpp"
@@ -38,14 +40,16 @@ struct audiokv_stats {
   std::int64_t emergency_evictions = 0;   // emergency-pool overflow, oldest first (F20)
   std::int64_t protections_released = 0;  // boundary protections released to meet a target
   std::int64_t drift_resets = 0;          // F17
+  std::int64_t reservations = 0;          // reserve() calls that grew the capacity (F13)
 };
 
 /// @brief One AudioKV-managed (sequence, layer, KV head) cache.
 /// @tparam Pipeline the sequence/group smoothing stages, e.g. default_pipeline =
 ///         smoothing_pipeline<median_stage<5>, trend_stage, speaker_norm_stage>.
 ///
-/// Memory: every array is sized from config.capacity in the constructor; append, observe, plan
-/// (into a reserved plan) and apply never allocate. Not thread-safe per object.
+/// Memory: every array is sized from config.capacity in the constructor and grows only in
+/// reserve() (which prefetch() calls when config.prefetch.enabled); append, observe, plan (into
+/// a reserved plan) and apply never allocate. Not thread-safe per object.
 template <class Pipeline = default_pipeline>
 class tiered_cache final : public eviction_policy {
  public:
@@ -57,7 +61,8 @@ class tiered_cache final : public eviction_policy {
         store_(config.reserved_capacity(), config.num_speakers),
         base_cells_(config.split.base_cells(config.budget)),
         emergency_cells_(config.split.emergency_cells(config.budget)),
-        trigger_cells_(config.trigger_cells()) {
+        trigger_cells_(config.trigger_cells()),
+        forecast_(config.prefetch) {
     const std::int32_t capacity = config_.reserved_capacity();
     importance_.resize(capacity);
     evaluated_.resize(capacity);
@@ -96,6 +101,7 @@ class tiered_cache final : public eviction_policy {
       importance_[slot] = config_.neighbour_prior && slot > 0 ? importance_[slot - 1] : 0.0f;
       evaluated_[slot] = 0;
     }
+    if (config_.prefetch.enabled) pending_frames_ += count;
   }
 
   void observe(const float* attention, std::int32_t num_cells) override {
@@ -164,12 +170,74 @@ class tiered_cache final : public eviction_policy {
   std::int32_t capacity() const noexcept override { return store_.capacity(); }
   const std::int32_t* positions() const noexcept override { return store_.pos(); }
 
+  /// Grows every per-cell array to `new_capacity` slots, preserving all cells, their metadata,
+  /// importance, tiers, statistics and the plan generation (a plan made before stays valid).
+  /// Capacity never shrinks: a request at or below capacity() is a no-op, like
+  /// std::vector::reserve. This allocates and copies O(capacity): call it between decode steps,
+  /// then grow the engine's K/V rows and re-reserve its eviction_plan to capacity().
+  /// @throws audiokv::error when new_capacity < 0 (nothing changes).
+  void reserve(std::int32_t new_capacity) {
+    AUDIOKV_REQUIRE(new_capacity >= 0, "tiered_cache::reserve", "new_capacity", new_capacity,
+                    "must be >= 0");
+    if (new_capacity <= capacity()) return;
+    importance_.resize(new_capacity);
+    evaluated_.resize(new_capacity);
+    smoothed_.resize(new_capacity);
+    final_.resize(new_capacity);
+    scratch_.resize(new_capacity);
+    protection_.resize(new_capacity);
+    order_.resize(new_capacity);
+    order_b_.resize(new_capacity);
+    boundary_pos_.resize(new_capacity);
+    tier_after_.resize(new_capacity);
+    key_bits_.resize(new_capacity);
+    // Last: capacity() changes only once every array has grown, so a std::bad_alloc above
+    // leaves the observable state as it was (arrays longer than capacity() are unused).
+    store_.reserve(new_capacity);
+    ++stats_.reservations;
+  }
+
+  /// F13: ends one decode step of the forecast and reserves capacity ahead of need.
+  ///
+  /// The frames append()ed since the previous call count as one step's arrivals
+  /// (capacity_forecast::observe_step). When config().prefetch.enabled and capacity() is below
+  /// the forecast for the next prefetch.horizon_steps steps, computed with the trigger as the
+  /// ceiling (an engine that plans and applies whenever wants_eviction() holds at most
+  /// trigger_cells() - 1 cells after a step), it reserve()s the forecast rounded up to
+  /// prefetch.granularity. With the switch off it does nothing.
+  ///
+  /// Call site: once per decode step, after the step's work (append, observe, plan/apply), off
+  /// the latency-critical path, e.g. while the engine waits for the next audio chunk. It
+  /// allocates exactly when it returns > 0; the engine then grows its K/V rows and its
+  /// eviction_plan to capacity() there, so the steps themselves never allocate.
+  /// @return cells added to capacity() (0: switch off, or the reservation already suffices).
+  std::int32_t prefetch() {
+    if (!config_.prefetch.enabled) return 0;
+    // On a copy, so a std::bad_alloc in reserve() leaves the forecast and the count unchanged.
+    capacity_forecast next = forecast_;
+    next.observe_step(static_cast<std::int32_t>(
+        std::min<std::int64_t>(pending_frames_, core::max_forecast_cells)));
+    const std::int32_t settle = trigger_cells_ - 1;
+    const std::int32_t before = capacity();
+    if (next.needs_reserve(num_cells(), before, settle)) {
+      reserve(next.cells_to_reserve(num_cells(), settle));
+    }
+    forecast_ = next;
+    pending_frames_ = 0;
+    return capacity() - before;
+  }
+
+  /// F13 estimates (rate and burst peak of frames per prefetch() step).
+  const capacity_forecast& forecast() const noexcept { return forecast_; }
+  /// Frames appended since the last prefetch() (counted only when prefetch is enabled).
+  std::int64_t pending_frames() const noexcept { return pending_frames_; }
+
   /// [num_cells()] importance I of each cell (F2).
   const float* importance() const noexcept { return importance_.data(); }
   /// [num_cells()] final scores of the last plan (valid until the next append/apply).
   const float* last_scores() const noexcept { return final_.data(); }
   /// [num_cells()] pool of each cell.
-  const pool_tier* tiers() const noexcept { return store_.tier(); }
+  const pool_tier* tiers() const noexcept override { return store_.tier(); }
   /// [num_speakers] running mean importance per speaker (F16).
   const float* speaker_baselines() const noexcept { return baseline_.data(); }
   /// Cells currently in `tier`.
@@ -434,6 +502,8 @@ class tiered_cache final : public eviction_policy {
   std::vector<double> speaker_sum_;                 // [num_speakers] scratch
   std::vector<std::int32_t> speaker_count_;         // [num_speakers] scratch
   audiokv_stats stats_;
+  capacity_forecast forecast_;       // F13 frame-rate and burst estimates
+  std::int64_t pending_frames_ = 0;  // frames appended since the last prefetch()
 };
 
 }  // namespace audiokv
