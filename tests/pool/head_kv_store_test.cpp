@@ -313,4 +313,38 @@ TEST(HeadKvStore, BadArgumentsThrowAndChangeNothing) {
   EXPECT_THROW(store.attend(nullptr, out.data(), nullptr), error);
 }
 
+TEST(HeadKvStore, ReserveKeepsEveryRowAndMakesRoom) {
+  const dense_rows rows = rows_with_runs(12, 7, 0.5f);
+  head_kv_store_config c = store_config(6, true, true);
+  c.full_rows = 2;
+  head_kv_store store(c);
+  for (std::int32_t i = 0; i < 6; ++i) store.append(rows.k_row(i), rows.v_row(i));
+  EXPECT_THROW(store.append(rows.k_row(6), rows.v_row(6)), error);
+  std::vector<float> before(6 * 2 * kDim), k_read(kDim), v_read(kDim);
+  for (std::int32_t i = 0; i < 6; ++i)
+    store.read_cell(i, &before[static_cast<std::size_t>(i) * 2 * kDim],
+                    &before[static_cast<std::size_t>(i) * 2 * kDim + kDim]);
+  EXPECT_THROW(store.reserve(-1), error);
+  EXPECT_THROW(store.reserve(12, 13), error);  // more full rows than cells
+  EXPECT_EQ(store.config().cell_capacity, 6);
+  store.reserve(12, 8);
+  EXPECT_EQ(store.config().cell_capacity, 12);
+  EXPECT_EQ(store.config().full_arena_rows(), 8);
+  for (std::int32_t i = 0; i < 6; ++i) {
+    store.read_cell(i, k_read.data(), v_read.data());
+    ASSERT_EQ(std::memcmp(k_read.data(), &before[static_cast<std::size_t>(i) * 2 * kDim],
+                          sizeof(float) * kDim),
+              0);
+  }
+  for (std::int32_t i = 6; i < 12; ++i) store.append(rows.k_row(i), rows.v_row(i));
+  // Eight cells may now be promoted to full-precision rows.
+  std::vector<std::int32_t> identity(12);
+  for (std::int32_t i = 0; i < 12; ++i) identity[i] = i;
+  std::vector<pool_tier> tiers(12, pool_tier::buffer);
+  for (std::int32_t i = 0; i < 8; ++i) tiers[i] = pool_tier::base;
+  store.apply(identity.data(), 12, tiers.data());
+  EXPECT_GE(store.num_rows(row_precision::full), 1);
+  EXPECT_EQ(store.num_cells(), 12);
+}
+
 }  // namespace

@@ -81,6 +81,41 @@ class head_kv_store {
     transition_.reserve(static_cast<std::int32_t>(full), static_cast<std::int32_t>(int8));
   }
 
+  /// F13: grows the store to `cell_capacity` cells and, with the int8 arena, `full_rows`
+  /// full-precision rows (0 keeps the current bound), preserving every row byte for byte.
+  /// Allocates: call it where tiered_cache::prefetch() reserved, outside the decode step.
+  /// Smaller requests leave a capacity as it is.
+  /// @throws audiokv::error on a negative argument (nothing changes).
+  void reserve(std::int32_t cell_capacity, std::int32_t full_rows = 0) {
+    constexpr const char* where = "head_kv_store::reserve";
+    AUDIOKV_REQUIRE(cell_capacity >= 0, where, "cell_capacity", cell_capacity, "must be >= 0");
+    AUDIOKV_REQUIRE(full_rows >= 0, where, "full_rows", full_rows, "must be >= 0");
+    head_kv_store_config next = config_;
+    next.cell_capacity =
+        cell_capacity > config_.cell_capacity ? cell_capacity : config_.cell_capacity;
+    if (!config_.int8_buffer) {
+      next.full_rows = 0;
+    } else if (full_rows > config_.full_arena_rows()) {
+      next.full_rows = full_rows;
+    } else {
+      next.full_rows = config_.full_arena_rows();
+    }
+    next.validate();
+    const std::int64_t d = config_.head_dim;
+    const std::int64_t full = next.full_arena_rows(), int8 = next.int8_arena_rows();
+    k_full_.resize(full * d);
+    v_full_.resize(full * d);
+    k_int8_.resize(int8 * d);
+    v_int8_.resize(int8 * d);
+    k_scale_.resize(int8);
+    v_scale_.resize(int8);
+    row_weight_.resize(full + int8);
+    transition_.reserve(static_cast<std::int32_t>(full), static_cast<std::int32_t>(int8));
+    table_.reserve(next.cell_capacity, static_cast<std::int32_t>(full),
+                   static_cast<std::int32_t>(int8));
+    config_ = next;
+  }
+
   const head_kv_store_config& config() const noexcept { return config_; }
   const shared_row_table& table() const noexcept { return table_; }
   std::int32_t num_cells() const noexcept { return table_.num_cells(); }

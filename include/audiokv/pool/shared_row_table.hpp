@@ -45,6 +45,32 @@ class shared_row_table {
     wants_full_[1].resize(int8_rows);
   }
 
+  /// F13: grows the table to at least the given capacities, preserving every cell and row
+  /// (smaller requests leave a capacity as it is). Allocates: call it between decode steps.
+  /// An int8 arena cannot be added to a table made without one.
+  /// @throws audiokv::error on a negative capacity or int8_rows > 0 without an int8 arena.
+  void reserve(std::int32_t cell_capacity, std::int32_t full_rows, std::int32_t int8_rows) {
+    constexpr const char* where = "shared_row_table::reserve";
+    AUDIOKV_REQUIRE(cell_capacity >= 0, where, "cell_capacity", cell_capacity, "must be >= 0");
+    AUDIOKV_REQUIRE(full_rows >= 0, where, "full_rows", full_rows, "must be >= 0");
+    AUDIOKV_REQUIRE(int8_rows == 0 || int8_capacity_ > 0, where, "int8_rows", int8_rows,
+                    "this table has no int8 arena");
+    const std::int32_t cells = cell_capacity > cell_capacity_ ? cell_capacity : cell_capacity_;
+    const std::int32_t rows[2] = {full_rows > full_capacity_ ? full_rows : full_capacity_,
+                                  int8_rows > int8_capacity_ ? int8_rows : int8_capacity_};
+    cell_ref_.resize(cells);
+    for (int a = 0; a < 2; ++a) {
+      multiplicity_[a].resize(rows[a]);
+      row_to_[a].resize(rows[a]);
+      kept_cells_[a].resize(rows[a]);
+      wants_full_[a].resize(rows[a]);
+    }
+    // Last, so a std::bad_alloc above leaves the capacities (the observable state) unchanged.
+    cell_capacity_ = cells;
+    full_capacity_ = rows[0];
+    int8_capacity_ = rows[1];
+  }
+
   std::int32_t num_cells() const noexcept { return num_cells_; }
   std::int32_t cell_capacity() const noexcept { return cell_capacity_; }
   std::int32_t num_rows(row_precision p) const noexcept { return num_rows_[arena(p)]; }
