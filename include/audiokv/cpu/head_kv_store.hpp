@@ -67,25 +67,17 @@ class head_kv_store {
   explicit head_kv_store(const head_kv_store_config& config)
       : config_((config.validate(), config)),
         table_(config.cell_capacity, config.full_arena_rows(), config.int8_arena_rows()) {
-    const std::int32_t d = config_.head_dim;
-    const std::int64_t full = config_.full_arena_rows(), int8 = config_.int8_arena_rows();
-    k_full_.resize(full * d);
-    v_full_.resize(full * d);
-    k_int8_.resize(int8 * d);
-    v_int8_.resize(int8 * d);
-    k_scale_.resize(int8);
-    v_scale_.resize(int8);
-    run_k_.resize(d);
-    run_v_.resize(d);
-    row_weight_.resize(full + int8);
-    transition_.reserve(static_cast<std::int32_t>(full), static_cast<std::int32_t>(int8));
+    size_arrays(config_);
+    run_k_.resize(config_.head_dim);
+    run_v_.resize(config_.head_dim);
   }
 
   /// F13: grows the store to `cell_capacity` cells and, with the int8 arena, `full_rows`
   /// full-precision rows (0 keeps the current bound), preserving every row byte for byte.
   /// Allocates: call it where tiered_cache::prefetch() reserved, outside the decode step.
   /// Smaller requests leave a capacity as it is.
-  /// @throws audiokv::error on a negative argument (nothing changes).
+  /// @throws audiokv::error on a negative argument or more full rows than cells (nothing
+  /// changes).
   void reserve(std::int32_t cell_capacity, std::int32_t full_rows = 0) {
     constexpr const char* where = "head_kv_store::reserve";
     AUDIOKV_REQUIRE(cell_capacity >= 0, where, "cell_capacity", cell_capacity, "must be >= 0");
@@ -101,18 +93,8 @@ class head_kv_store {
       next.full_rows = config_.full_arena_rows();
     }
     next.validate();
-    const std::int64_t d = config_.head_dim;
-    const std::int64_t full = next.full_arena_rows(), int8 = next.int8_arena_rows();
-    k_full_.resize(full * d);
-    v_full_.resize(full * d);
-    k_int8_.resize(int8 * d);
-    v_int8_.resize(int8 * d);
-    k_scale_.resize(int8);
-    v_scale_.resize(int8);
-    row_weight_.resize(full + int8);
-    transition_.reserve(static_cast<std::int32_t>(full), static_cast<std::int32_t>(int8));
-    table_.reserve(next.cell_capacity, static_cast<std::int32_t>(full),
-                   static_cast<std::int32_t>(int8));
+    size_arrays(next);
+    table_.reserve(next.cell_capacity, next.full_arena_rows(), next.int8_arena_rows());
     config_ = next;
   }
 
@@ -243,6 +225,20 @@ class head_kv_store {
   }
 
  private:
+  /// Sizes the row arenas, their scales and the scratch for `c` (growing never loses rows).
+  void size_arrays(const head_kv_store_config& c) {
+    const std::int64_t d = c.head_dim;
+    const std::int64_t full = c.full_arena_rows(), int8 = c.int8_arena_rows();
+    k_full_.resize(full * d);
+    v_full_.resize(full * d);
+    k_int8_.resize(int8 * d);
+    v_int8_.resize(int8 * d);
+    k_scale_.resize(int8);
+    v_scale_.resize(int8);
+    row_weight_.resize(full + int8);
+    transition_.reserve(static_cast<std::int32_t>(full), static_cast<std::int32_t>(int8));
+  }
+
   void validate_row(const char* where, const char* name, const float* row) const {
     AUDIOKV_REQUIRE(row != nullptr, where, name, "nullptr", "must point to head_dim floats");
     for (std::int32_t i = 0; i < config_.head_dim; ++i) {
