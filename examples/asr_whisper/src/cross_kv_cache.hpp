@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-#include <algorithm>
 #include <audiokv/cpu/head_kv_store.hpp>
 #include <cstdint>
 #include <cstring>
@@ -80,7 +79,7 @@ class cross_kv_cache {
     c.share_rows = o.share_rows;
     c.share_tolerance = o.share_tolerance;
     c.int8_buffer = o.int8_buffer;
-    c.full_rows = o.int8_buffer ? std::min(o.full_rows, capacity_) : 0;
+    c.full_rows = o.int8_buffer ? o.full_rows : 0;
     for (int l = 0; l < n_layers_; ++l) {
       for (int h = 0; h < n_heads_; ++h) {
         stores_.emplace_back(c);

@@ -31,11 +31,14 @@ struct head_kv_store_config {
   float share_tolerance = 0.0f;
   /// F12: rows whose cells are all in the buffer pool are stored as int8 with a per-row scale.
   bool int8_buffer = false;
-  /// Rows of the full-precision arena; 0 means cell_capacity. With int8_buffer, the base and
-  /// emergency pools' cells are enough (the saving comes from this bound).
+  /// With int8_buffer: the most full-precision rows the policy can need, i.e. its base and
+  /// emergency pools' cells (the saving comes from this bound); the float arena holds
+  /// min(full_rows, cell_capacity) rows. 0, and always without int8_buffer: cell_capacity.
   std::int32_t full_rows = 0;
 
-  std::int32_t full_arena_rows() const { return full_rows > 0 ? full_rows : cell_capacity; }
+  std::int32_t full_arena_rows() const {
+    return int8_buffer && full_rows > 0 && full_rows < cell_capacity ? full_rows : cell_capacity;
+  }
   std::int32_t int8_arena_rows() const { return int8_buffer ? cell_capacity : 0; }
 
   /// Throws audiokv::error naming the first invalid field.
@@ -46,12 +49,10 @@ struct head_kv_store_config {
     AUDIOKV_REQUIRE(head_dim >= 1, where, "config.head_dim", head_dim, "must be >= 1");
     AUDIOKV_REQUIRE(share_tolerance >= 0.0f && share_tolerance <= 1.0f, where,
                     "config.share_tolerance", share_tolerance, "must be in [0, 1]");
-    AUDIOKV_REQUIRE(full_rows >= 0 && full_rows <= cell_capacity, where, "config.full_rows",
-                    full_rows, "must be in [0, cell_capacity]");
-    AUDIOKV_REQUIRE(int8_buffer || full_rows == 0 || full_rows == cell_capacity, where,
-                    "config.full_rows", full_rows,
-                    "may only be below cell_capacity with int8_buffer (every row is full "
-                    "precision otherwise)");
+    AUDIOKV_REQUIRE(full_rows >= 0, where, "config.full_rows", full_rows, "must be >= 0");
+    AUDIOKV_REQUIRE(int8_buffer || full_rows == 0, where, "config.full_rows", full_rows,
+                    "bounds the float arena only with int8_buffer (every row is full precision "
+                    "otherwise); leave it 0");
   }
 };
 
@@ -72,12 +73,11 @@ class head_kv_store {
     run_v_.resize(config_.head_dim);
   }
 
-  /// F13: grows the store to `cell_capacity` cells and, with the int8 arena, `full_rows`
-  /// full-precision rows (0 keeps the current bound), preserving every row byte for byte.
+  /// F13: grows the store to `cell_capacity` cells and, with the int8 arena, raises the bound
+  /// on full-precision rows to `full_rows` (0 keeps it), preserving every row byte for byte.
   /// Allocates: call it where tiered_cache::prefetch() reserved, outside the decode step.
   /// Smaller requests leave a capacity as it is.
-  /// @throws audiokv::error on a negative argument or more full rows than cells (nothing
-  /// changes).
+  /// @throws audiokv::error on a negative argument (nothing changes).
   void reserve(std::int32_t cell_capacity, std::int32_t full_rows = 0) {
     constexpr const char* where = "head_kv_store::reserve";
     AUDIOKV_REQUIRE(cell_capacity >= 0, where, "cell_capacity", cell_capacity, "must be >= 0");
@@ -85,12 +85,8 @@ class head_kv_store {
     head_kv_store_config next = config_;
     next.cell_capacity =
         cell_capacity > config_.cell_capacity ? cell_capacity : config_.cell_capacity;
-    if (!config_.int8_buffer) {
-      next.full_rows = 0;
-    } else if (full_rows > config_.full_arena_rows()) {
+    if (config_.int8_buffer && config_.full_rows > 0 && full_rows > config_.full_rows) {
       next.full_rows = full_rows;
-    } else {
-      next.full_rows = config_.full_arena_rows();
     }
     next.validate();
     size_arrays(next);
