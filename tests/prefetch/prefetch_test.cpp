@@ -19,6 +19,7 @@
 
 #include "common/counting_allocator.hpp"
 #include "common/stream.hpp"
+#include "common/xorshift.hpp"
 
 namespace {
 
@@ -33,28 +34,28 @@ class bursty_stream {
  public:
   static constexpr std::int32_t max_step_frames = 40;
 
-  explicit bursty_stream(std::uint64_t seed) : state_(seed | 1u) {}
+  explicit bursty_stream(std::uint64_t seed) : rng_(seed) {}
 
   /// Writes this step's frames and their content weights; returns their count (0..40).
   std::int32_t next_step(frame_meta* frames, float* weights) {
     std::int32_t count = 0;
     if (--run_left_ <= 0) {
-      run_left_ = range(5, 40);
-      const std::int32_t silence = range(10, 26);
+      run_left_ = rng_.range(5, 40);
+      const std::int32_t silence = rng_.range(10, 26);
       for (std::int32_t i = 0; i < silence; ++i) {
         frames[count] = frame_meta{pos_++, 0, 0.0f, frame_flag_none, 0.0f};
-        weights[count++] = 0.05f * unit();
+        weights[count++] = 0.05f * rng_.unit();
       }
       onset_ = true;
     }
-    const std::int32_t voiced = onset_ ? 14 : range(0, 14);
+    const std::int32_t voiced = onset_ ? 14 : rng_.range(0, 14);
     for (std::int32_t i = 0; i < voiced; ++i) {
       frame_meta f{pos_++, 0, 1.0f, frame_flag_none, 0.0f};
       if (onset_) f.flags |= frame_flag_segment_start;
-      if (unit() < 0.02f) f.flags |= frame_flag_phoneme_boundary;
+      if (rng_.unit() < 0.02f) f.flags |= frame_flag_phoneme_boundary;
       onset_ = false;
       frames[count] = f;
-      weights[count++] = 0.5f + unit();
+      weights[count++] = 0.5f + rng_.unit();
     }
     return count;
   }
@@ -64,25 +65,14 @@ class bursty_stream {
     double sum = 0.0;
     for (std::int32_t j = 0; j < n; ++j) {
       const float age = static_cast<float>(pos_ - pos[j]);
-      out[j] = weight[j] * (0.2f + 1.0f / (1.0f + 0.01f * age)) * (0.5f + unit());
+      out[j] = weight[j] * (0.2f + 1.0f / (1.0f + 0.01f * age)) * (0.5f + rng_.unit());
       sum += out[j];
     }
     for (std::int32_t j = 0; j < n; ++j) out[j] = static_cast<float>(out[j] / sum);
   }
 
  private:
-  std::uint64_t next() {
-    state_ ^= state_ >> 12;
-    state_ ^= state_ << 25;
-    state_ ^= state_ >> 27;
-    return state_ * 2685821657736338717ull;
-  }
-  float unit() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-  std::int32_t range(std::int32_t lo, std::int32_t hi) {
-    return lo + static_cast<std::int32_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
-  }
-
-  std::uint64_t state_;
+  test::xorshift64 rng_;
   std::int32_t pos_ = 0;
   std::int32_t run_left_ = 0;
   bool onset_ = false;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/counting_allocator.hpp"
+#include "common/xorshift.hpp"
 
 #ifndef AUDIOKV_SOAK_FRAMES
 #define AUDIOKV_SOAK_FRAMES 360000
@@ -61,30 +62,30 @@ std::int64_t resident_bytes() {
 /// instead of a vector indexed by position that grows for the whole hour.
 class soak_stream {
  public:
-  explicit soak_stream(std::uint64_t seed) : state_(seed | 1u) {}
+  explicit soak_stream(std::uint64_t seed) : rng_(seed) {}
 
   frame_meta next_frame(float& weight) {
     if (--segment_left_ <= 0) {
       voiced_ = !voiced_;
-      segment_left_ = voiced_ ? range(20, 300) : range(5, 80);
-      if (voiced_) speaker_ = range(0, 2);
+      segment_left_ = voiced_ ? rng_.range(20, 300) : rng_.range(5, 80);
+      if (voiced_) speaker_ = rng_.range(0, 2);
       segment_start_ = voiced_;
     }
     frame_meta f{pos_++, speaker_, voiced_ ? 1.0f : 0.0f, 0, 0.0f};
     if (segment_start_) f.flags |= frame_flag_segment_start;
     segment_start_ = false;
-    if (voiced_ && unit() < 0.02f) f.flags |= frame_flag_phoneme_boundary;
-    weight = voiced_ ? 0.5f + unit() : 0.05f * unit();
+    if (voiced_ && rng_.unit() < 0.02f) f.flags |= frame_flag_phoneme_boundary;
+    weight = voiced_ ? 0.5f + rng_.unit() : 0.05f * rng_.unit();
     return f;
   }
 
   /// attention[j] over cached cells with positions pos[j] and content weights weight[j].
   void attention(const std::int32_t* pos, const float* weight, std::int32_t n, float* out) {
-    const bool burst = unit() < 0.0002f;
+    const bool burst = rng_.unit() < 0.0002f;
     double sum = 0.0;
     for (std::int32_t j = 0; j < n; ++j) {
       const float age = static_cast<float>(pos_ - pos[j]);
-      float w = weight[j] * (0.2f + 1.0f / (1.0f + 0.01f * age)) * (0.5f + unit());
+      float w = weight[j] * (0.2f + 1.0f / (1.0f + 0.01f * age)) * (0.5f + rng_.unit());
       if (burst && j >= n - 10) w *= 50.0f;
       out[j] = w;
       sum += w;
@@ -95,18 +96,7 @@ class soak_stream {
   std::int32_t position() const { return pos_; }
 
  private:
-  std::uint64_t next() {  // xorshift64*: fast, allocation-free, deterministic
-    state_ ^= state_ >> 12;
-    state_ ^= state_ << 25;
-    state_ ^= state_ >> 27;
-    return state_ * 2685821657736338717ull;
-  }
-  float unit() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }
-  std::int32_t range(std::int32_t lo, std::int32_t hi) {
-    return lo + static_cast<std::int32_t>(next() % static_cast<std::uint64_t>(hi - lo + 1));
-  }
-
-  std::uint64_t state_;
+  test::xorshift64 rng_;
   std::int32_t pos_ = 0;
   std::int32_t segment_left_ = 0;
   std::int32_t speaker_ = 0;
