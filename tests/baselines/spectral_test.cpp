@@ -2,12 +2,14 @@
 // F30: spectral low-pass smoothing stage and audio-critical head budget allocation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/policy/smoothing_pipeline.hpp>
 #include <audiokv/policy/spectral_stage.hpp>
 #include <audiokv/policy/stage_traits.hpp>
 #include <audiokv/pool/tiered_cache.hpp>
 #include <cmath>
+#include <complex>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -25,6 +27,98 @@ std::vector<float> run(const spectral_lowpass_stage& stage, const std::vector<fl
   std::vector<float> out(in.size());
   stage.apply(in.data(), out.data(), static_cast<std::int32_t>(in.size()), stage_context{});
   return out;
+}
+
+/// Smallest power of two >= n.
+std::int64_t pow2_at_least(std::int64_t n) {
+  std::int64_t m = 1;
+  while (m < n) m *= 2;
+  return m;
+}
+
+/// The padded sequence of spectral_stage.hpp, built from its documentation: zero padding is x
+/// then zeros up to next_pow2(n); reflect padding fills the gap [n, M), M = next_pow2(2n), with
+/// the end mirrored (x[n-1], x[n-2], ...) from the front of the gap and the start mirrored
+/// (..., x[1], x[0]) towards its back, so the periodic wrap reads x[0] | x[0]. The end mirror
+/// takes the first ceil(gap / 2) cells, the start mirror the rest; indices clamp to [0, n).
+std::vector<double> padded(const std::vector<float>& x, spectral_padding pad) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  const std::int64_t m = pow2_at_least(pad == spectral_padding::reflect ? 2 * n : n);
+  std::vector<double> p(static_cast<std::size_t>(m), 0.0);
+  for (std::int64_t t = 0; t < n; ++t) p[t] = x[t];
+  if (pad == spectral_padding::zero) return p;
+  const std::int64_t gap = m - n, front = (gap + 1) / 2;
+  const auto at = [&](std::int64_t i) { return x[std::clamp<std::int64_t>(i, 0, n - 1)]; };
+  for (std::int64_t g = 0; g < front; ++g) p[n + g] = at(n - 1 - g);
+  for (std::int64_t g = 0; g < gap - front; ++g) p[m - 1 - g] = at(g);
+  return p;
+}
+
+/// y = IDFT(lowpass(DFT(padded x)))[0, n) with a naive O(M^2) DFT: bins k with
+/// min(k, M - k) <= floor(cutoff * M / 2) survive.
+std::vector<double> naive_lowpass(const std::vector<float>& x, float cutoff, spectral_padding pad) {
+  const std::vector<double> p = padded(x, pad);
+  const auto m = static_cast<std::int64_t>(p.size());
+  const auto keep = static_cast<std::int64_t>(std::floor(static_cast<double>(cutoff) * m / 2.0));
+  const double two_pi = 2.0 * std::acos(-1.0);
+  std::vector<std::complex<double>> spectrum(static_cast<std::size_t>(m));
+  for (std::int64_t k = 0; k < m; ++k) {
+    if (std::min(k, m - k) > keep) continue;
+    std::complex<double> sum = 0.0;
+    for (std::int64_t t = 0; t < m; ++t) {
+      sum += p[t] * std::polar(1.0, -two_pi * static_cast<double>((k * t) % m) / m);
+    }
+    spectrum[k] = sum;
+  }
+  std::vector<double> y(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    std::complex<double> sum = 0.0;
+    for (std::int64_t k = 0; k < m; ++k) {
+      const auto kj = (k * static_cast<std::int64_t>(j)) % m;
+      sum += spectrum[k] * std::polar(1.0, two_pi * static_cast<double>(kj) / m);
+    }
+    y[j] = sum.real() / static_cast<double>(m);
+  }
+  return y;
+}
+
+TEST(SpectralStage, EqualsNaiveDftLowPass) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  for (int n : {1, 2, 3, 5, 16, 37, 64, 100}) {
+    std::vector<float> in(n);
+    for (float& v : in) v = u(rng);
+    for (float cutoff : {0.05f, 0.1f, 0.25f, 0.5f, 0.8f}) {
+      for (auto pad : {spectral_padding::reflect, spectral_padding::zero}) {
+        const auto out = run(spectral_lowpass_stage(cutoff, pad), in);
+        const auto expected = naive_lowpass(in, cutoff, pad);
+        for (int j = 0; j < n; ++j) {
+          ASSERT_NEAR(out[j], expected[j], 1e-5)
+              << "n " << n << " cutoff " << cutoff << " reflect "
+              << (pad == spectral_padding::reflect) << " j " << j;
+        }
+      }
+    }
+  }
+}
+
+// A hand-checkable case: n = 3, reflect, M = 8, gap of 5: x[2], x[1], x[0] from the end, then
+// x[1], x[0] before the wrap, so p = {1, 0, 0 | 0, 0, 1, 0, 1}. cutoff 0.25 keeps bins 0, 1 and
+// 7 (floor(0.25 * 8 / 2) = 1): y[j] = (X0 + 2 Re(X1 e^{i pi j / 4})) / 8 with X0 = 3 and
+// X1 = sum_t p[t] e^{-i pi t / 4} = 1 + e^{-5i pi / 4} + e^{-7i pi / 4} = 1 + 2r i, r = sqrt(2)/2.
+TEST(SpectralStage, HandComputedReflectCase) {
+  const std::vector<float> in = {1.0f, 0.0f, 0.0f};
+  const auto out = run(spectral_lowpass_stage(0.25f), in);
+  const double r = std::sqrt(2.0) / 2.0, pi = std::acos(-1.0);
+  const std::complex<double> x1(1.0, 2.0 * r);
+  for (int j = 0; j < 3; ++j) {
+    const double y = (3.0 + 2.0 * (x1 * std::polar(1.0, pi * j / 4.0)).real()) / 8.0;
+    EXPECT_NEAR(out[j], y, 1e-6) << j;
+  }
+  // j = 0: (3 + 2) / 8; j = 1: (3 + 2 (r - 2r r)) / 8 = (3 + 2r - 2) / 8; j = 2: (3 - 4r) / 8.
+  EXPECT_NEAR(out[0], 0.625, 1e-6);
+  EXPECT_NEAR(out[1], (1.0 + 2.0 * r) / 8.0, 1e-6);
+  EXPECT_NEAR(out[2], (3.0 - 4.0 * r) / 8.0, 1e-6);
 }
 
 TEST(SpectralStage, FullBandIsIdentity) {
@@ -58,26 +152,58 @@ TEST(SpectralStage, RemovesHighFrequencyKeepsTrend) {
   EXPECT_THROW(spectral_lowpass_stage(1.5f), audiokv::error);
 }
 
+/// Median of five with the ends replicated, by sorting each window (F3).
+std::vector<double> naive_median5(const std::vector<double>& x) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  std::vector<double> y(x.size());
+  for (std::int64_t j = 0; j < n; ++j) {
+    double w[5];
+    for (int k = 0; k < 5; ++k) w[k] = x[std::clamp<std::int64_t>(j - 2 + k, 0, n - 1)];
+    std::sort(w, w + 5);
+    y[j] = w[2];
+  }
+  return y;
+}
+
+// The stage inside a cache with headroom (capacity > budget) and bursts of frames: every plan
+// must bring the cache back under the trigger level (hence the budget), and the final scores
+// of every plan must be the pipeline's output, low-pass then median, times the F14 voice weight.
 TEST(SpectralStage, PlugsIntoTieredCache) {
   audiokv_config c;
   c.budget = 100;
-  c.capacity = 100;
+  c.capacity = 160;
   tiered_cache<smoothing_pipeline<spectral_lowpass_stage, median_stage<5>>> cache(c);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (int t = 0; t < 300; ++t) {
-    const auto f = test::frames(t, 1);
-    cache.append(f.data(), 1);
+  std::uniform_int_distribution<int> burst(1, 16);
+  std::int32_t pos = 0, plans = 0, above_budget = 0;
+  for (int t = 0; t < 400; ++t) {
+    const int count = burst(rng);
+    const auto f = test::frames(pos, count);  // voiced: final = 1.5 * smoothed
+    pos += count;
+    cache.append(f.data(), count);
+    above_budget += cache.num_cells() > c.budget;
     std::vector<float> a(cache.num_cells());
     for (float& x : a) x = u(rng);
     cache.observe(a.data(), cache.num_cells());
     if (cache.wants_eviction()) {
       eviction_plan plan;
       cache.plan(plan);
+      const std::vector<float> importance(cache.importance(),
+                                          cache.importance() + cache.num_cells());
+      const auto smoothed =
+          naive_median5(naive_lowpass(importance, 0.25f, spectral_padding::reflect));
+      for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
+        ASSERT_NEAR(cache.last_scores()[j], 1.5 * smoothed[j], 1e-5) << "step " << t << " " << j;
+      }
       cache.apply(plan);
+      ++plans;
     }
-    ASSERT_LE(cache.num_cells(), c.budget);
+    ASSERT_LT(cache.num_cells(), cache.trigger_cells()) << "step " << t;
+    ASSERT_LE(cache.num_cells(), c.budget) << "step " << t;
   }
+  EXPECT_GT(plans, 20);
+  EXPECT_GT(above_budget, 0);  // bursts did overshoot the budget before their plans
 }
 
 TEST(HeadBudgetAllocator, ExactTotalFloorsAndCriticalHeadsFavoured) {

@@ -13,12 +13,18 @@ struct double_it {  // a user-defined stage: no change to the pools needed
     for (std::int32_t j = 0; j < n; ++j) out[j] = 2.0f * in[j];
   }
 };
+struct add_index {  // out[j] = in[j] + j: position-dependent, so it commutes with neither
+  void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
+    for (std::int32_t j = 0; j < n; ++j) out[j] = in[j] + static_cast<float>(j);
+  }
+};
 struct not_a_stage {};
 
 static_assert(is_smoothing_stage_v<median_stage<5>>);
 static_assert(is_smoothing_stage_v<trend_stage>);
 static_assert(is_smoothing_stage_v<speaker_norm_stage>);
 static_assert(is_smoothing_stage_v<double_it>);
+static_assert(is_smoothing_stage_v<add_index>);
 static_assert(!is_smoothing_stage_v<not_a_stage>);
 static_assert(!is_smoothing_stage_v<int>);
 
@@ -30,19 +36,29 @@ std::vector<float> run(const Pipeline& pipeline, const std::vector<float>& in,
   return out;
 }
 
+// median_stage<5> and add_index do not commute (a median of x + j is not the median of x plus
+// j), and neither do add_index and double_it, so every expected vector below names one order.
 TEST(Pipeline, StagesRunLeftToRight) {
-  const std::vector<float> x = {0.82f, 0.15f, 0.91f, 0.08f, 0.87f, 0.12f};
-  smoothing_pipeline<median_stage<5>> median_only;
-  smoothing_pipeline<median_stage<5>, double_it> median_then_double;
-  smoothing_pipeline<double_it, median_stage<5>> double_then_median;
-  const auto m = run(median_only, x);
-  const auto md = run(median_then_double, x);
-  const auto dm = run(double_then_median, x);
-  for (size_t j = 0; j < x.size(); ++j) {
-    EXPECT_FLOAT_EQ(md[j], 2.0f * m[j]);
-    EXPECT_FLOAT_EQ(dm[j], 2.0f * m[j]);  // both commute with scaling
-  }
-  EXPECT_FLOAT_EQ(m[0], 0.82f);  // {0.82,0.82,0.82,0.15,0.91}
+  const std::vector<float> x = {0.0f, 4.0f, 0.0f, 4.0f, 0.0f};
+  // Median of 5, edges replicated: every window holds at least three zeros -> all 0; + j.
+  EXPECT_EQ(run(smoothing_pipeline<median_stage<5>, add_index>{}, x),
+            (std::vector<float>{0, 1, 2, 3, 4}));
+  // x + j = {0, 5, 2, 7, 4}; windows {0,0,0,5,2} {0,0,5,2,7} {0,5,2,7,4} {5,2,7,4,4} {2,7,4,4,4}.
+  EXPECT_EQ(run(smoothing_pipeline<add_index, median_stage<5>>{}, x),
+            (std::vector<float>{0, 2, 4, 4, 4}));
+  // Two stages: 2x + j against 2(x + j).
+  EXPECT_EQ(run(smoothing_pipeline<double_it, add_index>{}, x),
+            (std::vector<float>{0, 9, 2, 11, 4}));
+  EXPECT_EQ(run(smoothing_pipeline<add_index, double_it>{}, x),
+            (std::vector<float>{0, 10, 4, 14, 8}));
+  // Three stages (an odd count: the first writes `out`, the second the scratch array).
+  // 2(x + j) = {0, 10, 4, 14, 8}; windows {0,0,0,10,4} {0,0,10,4,14} {0,10,4,14,8}
+  // {10,4,14,8,8} {4,14,8,8,8}.
+  EXPECT_EQ(run(smoothing_pipeline<add_index, double_it, median_stage<5>>{}, x),
+            (std::vector<float>{0, 4, 8, 8, 8}));
+  // median 0 everywhere, + j, x2.
+  EXPECT_EQ(run(smoothing_pipeline<median_stage<5>, add_index, double_it>{}, x),
+            (std::vector<float>{0, 2, 4, 6, 8}));
 }
 
 TEST(Pipeline, EachStageUsableAlone) {
