@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CPU oracles of the CUDA kernels agree with the existing CPU backends (Eigen attention,
-// cpu::compact, the policy stages) on identical inputs.
+// The CPU oracles of the CUDA kernels against the existing CPU backends (Eigen attention,
+// cpu::compact) and against values worked out from the formulas (sequence stages, selection).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <audiokv/core/shared_rows.hpp>
 #include <audiokv/cpu/compact.hpp>
 #include <audiokv/cpu/eigen_attention.hpp>
 #include <audiokv/cpu/quantize.hpp>
 #include <audiokv/cpu/reference.hpp>
-#include <audiokv/policy/median_stage.hpp>
-#include <audiokv/policy/trend_stage.hpp>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -79,19 +79,57 @@ TEST(Reference, PagedAddressingGivesTheSameAttention) {
     for (int j = 0; j < n; ++j) EXPECT_EQ(p1[h * 64 + j], p2[h * 64 + j]);
 }
 
-TEST(Reference, SequenceStagesMatchThePolicyStages) {
+// median_rows against sorted windows (edges replicated); trend_rows against Holt's method
+// worked out by hand (README, Decisions, F4): level s = w m + (1 - w)(s_prev + d_prev), slope
+// d = g (s - s_prev) + (1 - g) d_prev, s_0 = m_0, d_0 = 0, output max(s, 0) while the state
+// keeps the unclamped level. Cells past num_cells in each row are left alone.
+TEST(Reference, SequenceStagesMatchHandComputedValues) {
   const int rows = 3, n = 257, stride = 300;
   const auto x = random_vec(static_cast<std::size_t>(rows) * stride, 7, 0.f, 1.f);
-  std::vector<float> med(x.size()), tr(x.size()), expect(n);
+  std::vector<float> med(x.size(), -7.f);
   ref::median_rows<5>(x.data(), med.data(), rows, n, stride);
-  ref::trend_rows(med.data(), tr.data(), rows, n, stride, 0.6f, 0.3f);
-  audiokv::stage_context ctx{};
   for (int h = 0; h < rows; ++h) {
-    audiokv::median_stage<5>{}.apply(x.data() + h * stride, expect.data(), n, ctx);
-    for (int j = 0; j < n; ++j) ASSERT_EQ(med[h * stride + j], expect[j]);
-    audiokv::trend_stage{0.6f, 0.3f}.apply(med.data() + h * stride, expect.data(), n, ctx);
-    for (int j = 0; j < n; ++j) ASSERT_EQ(tr[h * stride + j], expect[j]);
+    for (int j = 0; j < n; ++j) {
+      std::array<float, 5> w{};
+      for (int k = 0; k < 5; ++k) w[k] = x[h * stride + std::clamp(j - 2 + k, 0, n - 1)];
+      std::sort(w.begin(), w.end());
+      ASSERT_EQ(med[h * stride + j], w[2]) << h << " " << j;
+    }
+    for (int j = n; j < stride; ++j) ASSERT_EQ(med[h * stride + j], -7.f);
   }
+
+  constexpr int cells = 8, row_stride = 10;
+  // Row 0 rises, falls to 0 (the level goes negative at cell 6: output 0) and recovers at cell
+  // 7 from the negative level; row 1 is constant; row 2 decays from a spike.
+  const std::vector<std::vector<float>> m = {{1.f, 2.f, 3.f, 0.f, 0.f, 0.f, 0.f, 1.f},
+                                             std::vector<float>(cells, 0.25f),
+                                             {2.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}};
+  // By hand, w = 0.6, g = 0.3. Row 0: s1 = 0.6*2 + 0.4*1 = 1.6, d1 = 0.3*0.6 = 0.18;
+  // s2 = 1.8 + 0.4*1.78 = 2.512, d2 = 0.3*0.912 + 0.7*0.18 = 0.3996; s3 = 0.4*2.9116 = 1.16464,
+  // d3 = -0.124488; s4 = 0.4160608, d4 = -0.31171536; s5 = 0.041738176, d5 = -0.3304975392;
+  // s6 = -0.11550374528 (output 0), d6 = -0.278520853824; s7 = 0.6 + 0.4*(-0.394024599104).
+  // Row 2: s1 = 0.8, d1 = -0.36; s2 = 0.176, then negative levels (output 0).
+  const std::vector<std::vector<double>> expected = {
+      {1.0, 1.6, 2.512, 1.16464, 0.4160608, 0.041738176, 0.0, 0.4423901603584},
+      std::vector<double>(cells, 0.25),
+      {2.0, 0.8, 0.176, 0.0, 0.0, 0.0, 0.0, 0.0}};
+  std::vector<float> in(rows * row_stride, -7.f), tr(rows * row_stride, -7.f);
+  for (int h = 0; h < rows; ++h) std::copy(m[h].begin(), m[h].end(), in.begin() + h * row_stride);
+  ref::trend_rows(in.data(), tr.data(), rows, cells, row_stride, 0.6f, 0.3f);
+  for (int h = 0; h < rows; ++h) {
+    for (int j = 0; j < cells; ++j) {
+      const double e = expected[h][j];
+      EXPECT_NEAR(tr[h * row_stride + j], e, 1e-6 * (1.0 + std::fabs(e))) << h << " " << j;
+    }
+    for (int j = cells; j < row_stride; ++j) EXPECT_EQ(tr[h * row_stride + j], -7.f);
+  }
+  // Other weights, w = g = 0.5: s1 = 0.5*2 + 0.5*1 = 1.5, d1 = 0.25, s2 = 1.5 + 0.5*1.75.
+  ref::trend_rows(in.data(), tr.data(), 1, 3, row_stride, 0.5f, 0.5f);
+  EXPECT_FLOAT_EQ(tr[0], 1.0f);
+  EXPECT_FLOAT_EQ(tr[1], 1.5f);
+  EXPECT_FLOAT_EQ(tr[2], 2.375f);
+
+  // F2 importance: a new cell enters at its predecessor's value, then I = a a + (1 - a) I.
   std::vector<float> imp = {0.5f, 0.25f, 9.f, 9.f, 1.f, 0.f, 9.f, 9.f};
   const std::vector<float> att = {1.f, 0.f, 0.f, 0.f, 0.f, 1.f, 0.f, 0.f};
   ref::importance_enter(imp.data(), 2, 4, 2, 2, true);
