@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: Apache-2.0
+"""audiokv: KV-cache eviction policies for speech models (bindings of the C++ headers).
+
+One :class:`Policy` manages one (sequence, layer, KV head) cache. Each decode step::
+
+    policy.append(pos)                      # the engine appended one K/V row
+    policy.observe(probs)                   # [num_cells] attention probabilities (float32)
+    if policy.wants_eviction():
+        plan = policy.plan()                # evict, move_to (NumPy arrays), n_kv_after
+        audiokv.compact(k, plan)            # in place, zero-copy (NumPy or torch CPU tensors)
+        audiokv.compact(v, plan)
+        policy.apply(plan)
+
+Every call validates its arguments before it changes anything: a bad one raises
+:class:`Error` (a ``ValueError``) whose ``argument`` names it, and the state is unchanged.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AudioKVConfig",
+    "Error",
+    "FRAME_CRITICAL",
+    "FRAME_PHONEME_BOUNDARY",
+    "FRAME_SEGMENT_START",
+    "FRAME_SINK",
+    "Plan",
+    "Policy",
+    "PoolSplit",
+    "PrefetchConfig",
+    "compact",
+    "make_adakv_heads",
+    "make_policy",
+    "policy_names",
+    "__version__",
+]
+
+
+class Error(ValueError):
+    """Invalid argument to an audiokv call; ``argument`` names it (e.g. ``"attention[17]"``,
+    ``"frames[2].speaker"``, ``"config.trigger"``). The call that raised changed nothing."""
+
+    def __init__(self, message: str, argument: str = "") -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+from . import _ext  # noqa: E402  (Error must exist before the extension registers it)
+
+_ext._set_error_type(Error)
+
+from ._ext import (  # noqa: E402
+    FRAME_CRITICAL,
+    FRAME_PHONEME_BOUNDARY,
+    FRAME_SEGMENT_START,
+    FRAME_SINK,
+    Plan,
+    Policy,
+    PoolSplit,
+    PrefetchConfig,
+    compact,
+    make_adakv_heads,
+)
+
+__version__ = _ext.version
+
+
+
+class AudioKVConfig(_ext.AudioKVConfig):
+    """Configuration of the ``"audiokv"`` policy (C++ ``audiokv::audiokv_config``), with the
+    specification's defaults. Fields by attribute or keyword: ``AudioKVConfig(budget=4096,
+    frame_ms=40.0)``; ``lambda_`` is the config's ``lambda``; ``split`` and ``prefetch`` are
+    :class:`PoolSplit` and :class:`PrefetchConfig`. ``validate()`` raises :class:`Error`."""
+
+    def __init__(self, **fields) -> None:
+        super().__init__()
+        for key, value in fields.items():
+            if key.startswith("_") or key not in _CONFIG_FIELDS_ALL:
+                raise Error(f"audiokv::AudioKVConfig: config.{key}: is not a field", f"config.{key}")
+            try:
+                setattr(self, key, value)
+            except TypeError as exc:
+                raise Error(f"audiokv::AudioKVConfig: config.{key} = {value!r}: {exc}", f"config.{key}") from None
+
+
+def policy_names() -> list[str]:
+    """Every name :func:`make_policy` accepts."""
+    return [n.strip() for n in _ext.policy_names.split(",")]
+
+
+def make_policy(name: str, **options) -> Policy:
+    """A new policy by name (see :func:`policy_names`).
+
+    Options (each policy reads only its own): ``budget``, ``capacity``, ``num_speakers``,
+    ``n_sink`` (streaming_llm), ``recent_size`` (h2o), ``lru_tau``, ``lru_tau_per_cell``,
+    ``window``, ``kernel``, ``pool`` ("avg"/"max"), ``group_size`` (snapkv, pyramidkv, adakv),
+    ``layer``, ``num_layers``, ``beta`` (pyramidkv), ``tova_force_last``, ``alpha_safeguard``,
+    ``seed`` (random). For ``"audiokv"``: ``config=AudioKVConfig(...)`` (or just ``budget``),
+    and the smoothing stages' ``block`` (within-block rank), ``level_weight``, ``slope_gain``;
+    any :class:`AudioKVConfig` field may also be given by name.
+    """
+    if name == "audiokv":
+        fields = {key: options.pop(key) for key in list(options) if key in _CONFIG_FIELDS}
+        if fields:
+            config = options.pop("config", None)
+            if config is None:
+                config = AudioKVConfig(
+                    budget=options.pop("budget", 0),
+                    capacity=options.pop("capacity", 0),
+                    num_speakers=options.pop("num_speakers", 1),
+                )
+            for key, value in fields.items():
+                try:
+                    setattr(config, key, value)
+                except TypeError as exc:
+                    raise Error(f"audiokv::make_policy: config.{key} = {value!r}: {exc}", f"config.{key}") from None
+            options["config"] = config
+    return _ext.make_policy(name, **options)
+
+
+_CONFIG_FIELDS_ALL = {
+    "budget", "capacity", "split", "trigger", "alpha", "neighbour_prior", "evaluation_share",
+    "base_rate", "lambda_", "voice_weight", "boundary_radius", "boundary_horizon_ms",
+    "min_retention_ms", "frame_ms", "num_speakers", "baseline_rate", "drift_window",
+    "drift_factor", "prior_mode", "prefetch",
+}  # fmt: skip
+# Fields that make_policy() takes as AudioKVConfig fields (budget, capacity and num_speakers
+# are shared with the baselines).
+_CONFIG_FIELDS = _CONFIG_FIELDS_ALL - {"budget", "capacity", "num_speakers"}
