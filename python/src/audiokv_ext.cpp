@@ -672,7 +672,13 @@ NB_MODULE(_ext, m) {
   nb::class_<py_policy>(m, "Policy")
       .def_prop_ro("name", [](py_policy& s) { return std::string(s.get().name()); })
       .def("append", &append, "pos"_a, "speaker"_a = 0, "voice"_a = 1.0f, "flags"_a = 0,
-           "prior"_a = 0.0f, "key_norms"_a = nb::none())
+           "prior"_a = 0.0f, "key_norms"_a = nb::none(),
+           nb::sig("def append(self, pos: numpy.typing.ArrayLike, speaker: numpy.typing.ArrayLike "
+                   "= 0, voice: numpy.typing.ArrayLike = 1.0, flags: numpy.typing.ArrayLike = 0, "
+                   "prior: numpy.typing.ArrayLike = 0.0, key_norms: numpy.typing.ArrayLike | None "
+                   "= None) -> None"),
+           "Appends frames at positions `pos` (scalar or 1-d, strictly increasing); the other "
+           "fields are scalars or arrays of the same length. `key_norms`: knorm only.")
       .def("observe", &observe, "probs"_a)
       .def("observe_group", &observe_group, "probs"_a, "mode"_a = "mean")
       .def("wants_eviction",
@@ -745,7 +751,13 @@ NB_MODULE(_ext, m) {
 
   m.def("make_policy", &make_policy, "name"_a, "options"_a);
   m.def("make_adakv_heads", &make_adakv_heads, "num_heads"_a, "options"_a);
-  m.def("compact", &compact, "kv"_a, "plan"_a, "head"_a = nb::none(), "layout"_a = "nhd");
+  m.def("compact", &compact, "kv"_a, "plan"_a, "head"_a = nb::none(), "layout"_a = "nhd",
+        nb::sig("def compact(kv: typing.Any, plan: Plan, head: int | None = None, layout: str = "
+                "'nhd') -> None"),
+        "Moves the kept rows of K or V by plan.move_to, in place (zero-copy). kv: a writable CPU "
+        "array or tensor (NumPy, or anything with DLPack such as torch), any dtype and strides: "
+        "[cells, dim], [cells, heads, dim] (layout 'nhd') or [heads, cells, dim] ('hnd'). "
+        "head: one head's rows only (per-head plans), or None for every head.");
   m.def("_native_observe_plan_seconds", &native_observe_plan_seconds, "policy"_a, "probs"_a,
         "out"_a, "iterations"_a, "plan"_a = true);
 }

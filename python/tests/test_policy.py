@@ -181,3 +181,13 @@ def test_frame_flags_and_speakers_reach_the_policy():
     with pytest.raises(audiokv.Error) as info:
         policy.append([3], speaker=[2])
     assert info.value.argument == "frames[0].speaker"
+
+
+def test_type_stubs_ship_with_the_package():
+    import pathlib
+
+    package = pathlib.Path(audiokv.__file__).parent
+    stub = (package / "_ext.pyi").read_text()
+    assert (package / "py.typed").is_file()
+    assert "def make_policy(name: str, **options) -> Policy" in stub
+    assert "def observe(self, probs:" in stub
