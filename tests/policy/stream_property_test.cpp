@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/protection_oracle.hpp"
 #include "common/stream.hpp"
 
 namespace {
@@ -15,7 +16,8 @@ using namespace audiokv;
 struct stream_result {
   double mean_occupancy = 0.0;
   std::int32_t peak = 0;
-  std::int64_t protected_evicted = 0;
+  test::protection_report protection;  // against tests/common/protection_oracle.hpp
+  std::int64_t oracle_mismatches = 0;  // oracle's positions / pools differ from the cache's
   std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over every plan
   audiokv_stats stats;
 };
@@ -26,8 +28,11 @@ struct stream_case {
   std::int64_t frames;
 };
 
+constexpr std::int64_t kSinks = 2;  // the first frames are attention sinks (F20)
+
 stream_result run_stream(const stream_case& sc, unsigned seed) {
   tiered_cache<> cache(sc.config);
+  test::protection_oracle oracle(sc.config, cache.capacity());
   test::speech_stream stream(seed, sc.config.num_speakers);
   eviction_plan plan;
   plan.reserve(cache.capacity());
@@ -39,23 +44,28 @@ stream_result run_stream(const stream_case& sc, unsigned seed) {
   std::int64_t samples = 0;
   const std::int64_t warm_up = 3 * sc.config.budget;
   for (std::int64_t step = 0; step < sc.frames; ++step) {
-    const frame_meta f = stream.next_frame();
+    frame_meta f = stream.next_frame();
+    if (step < kSinks) f.flags |= frame_flag_sink;
     cache.append(&f, 1);
+    oracle.append(&f, 1);
     keys[cache.num_cells() - 1] = static_cast<float>(f.pos);
     stream.attention(cache.positions(), cache.num_cells(), attention);
     cache.observe(attention.data(), cache.num_cells());
     if (cache.wants_eviction()) {
       cache.plan(plan);
-      for (std::int32_t slot : plan.evict) {
-        r.protected_evicted +=
-            cache.is_protected(slot) && cache.tiers()[slot] != pool_tier::emergency;
-      }
+      r.protection += oracle.check(plan);
       for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
         r.digest = (r.digest ^ static_cast<std::uint32_t>(plan.move_to[j])) * 1099511628211ull;
       }
       cpu::compact(kv_view<float, layout_hnd>(keys.data(), layout_hnd{{cache.capacity(), 1, 1}}), 0,
                    plan);
       cache.apply(plan);
+      oracle.apply(plan);
+      for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
+        r.oracle_mismatches +=
+            oracle.positions()[j] != cache.positions()[j] || oracle.tiers()[j] != cache.tiers()[j];
+      }
+      r.oracle_mismatches += oracle.size() != cache.num_cells();
       for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
         if (keys[j] != static_cast<float>(cache.positions()[j])) {
           ADD_FAILURE() << sc.name << ": compaction disagrees with plan at step " << step;
@@ -102,7 +112,20 @@ TEST(StreamProperties, BudgetProtectionCompactionAndDeterminism) {
     EXPECT_LE(r.peak, sc.config.budget);
     EXPECT_LE(r.peak, sc.config.trigger_cells());
     EXPECT_NEAR(r.mean_occupancy / operating_point, 1.0, 0.03) << "mean " << r.mean_occupancy;
-    EXPECT_EQ(r.protected_evicted, 0);
+    const test::protection_report& p = r.protection;
+    EXPECT_EQ(r.oracle_mismatches, 0);
+    EXPECT_EQ(p.recent_evicted, 0);
+    EXPECT_EQ(p.sink_evicted, 0);
+    EXPECT_EQ(p.emergency_excess, 0);
+    EXPECT_EQ(p.emergency_order, 0);
+    EXPECT_EQ(p.boundary_evicted, 0);  // the streams never need a protection to yield
+    EXPECT_EQ(r.stats.protections_released, 0);
+    EXPECT_GT(p.emergency_evicted, 0);
+    // Every rule covered cells when plans were made, so the zeros above test something.
+    EXPECT_GT(p.recent_seen, 0);
+    EXPECT_GT(p.sink_seen, 0);
+    EXPECT_GT(p.boundary_seen, 0);
+    EXPECT_GT(p.emergency_seen, 0);
     EXPECT_GT(r.stats.evictions, 10);
     EXPECT_GT(r.stats.promotions, 0);
     EXPECT_GT(r.stats.emergency_evictions, 0);

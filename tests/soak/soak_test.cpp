@@ -5,7 +5,9 @@
 // the trigger fires. It checks, after warm-up:
 //   - F21: mean occupancy within +-3% of the trigger level (the stream property test's rule),
 //     and the cache never above the trigger level or the budget;
-//   - no protected cell is ever evicted (emergency cells only on their pool's overflow);
+//   - no protected cell is ever evicted, judged by tests/common/protection_oracle.hpp, a
+//     reference of the F15/F18/F20 rules kept apart from the cache (emergency cells only on
+//     their pool's overflow, oldest first; the first frames are sinks and never go);
 //   - compaction of a K buffer whose rows encode positions equals positions() after each apply;
 //   - memory is flat: zero heap allocations in the steady-state loop (counted by a replacement
 //     global operator new) and no resident-set growth (/proc/self/statm).
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "common/counting_allocator.hpp"
+#include "common/protection_oracle.hpp"
 #include "common/xorshift.hpp"
 
 #ifndef AUDIOKV_SOAK_FRAMES
@@ -60,6 +63,8 @@ std::int64_t resident_bytes() {
 /// weight x recency x jitter, normalised), but allocation-free: each cell's content weight
 /// lives in a per-slot array that the test compacts with the plan, as the engine compacts K,
 /// instead of a vector indexed by position that grows for the whole hour.
+constexpr std::int32_t kSinks = 4;  // positions 0..3 are attention sinks (F20)
+
 class soak_stream {
  public:
   explicit soak_stream(std::uint64_t seed) : rng_(seed) {}
@@ -71,7 +76,8 @@ class soak_stream {
       if (voiced_) speaker_ = rng_.range(0, 2);
       segment_start_ = voiced_;
     }
-    frame_meta f{pos_++, speaker_, voiced_ ? 1.0f : 0.0f, 0, 0.0f};
+    frame_meta f{pos_, speaker_, voiced_ ? 1.0f : 0.0f, 0, 0.0f};
+    if (pos_++ < kSinks) f.flags |= frame_flag_sink;
     if (segment_start_) f.flags |= frame_flag_segment_start;
     segment_start_ = false;
     if (voiced_ && rng_.unit() < 0.02f) f.flags |= frame_flag_phoneme_boundary;
@@ -129,6 +135,7 @@ TEST(Soak, OneHourOfFramesBudget2000) {
   config.num_speakers = 3;
   tiered_cache<> cache(config);
   const std::int32_t capacity = cache.capacity();
+  test::protection_oracle oracle(config, capacity);
   const std::int32_t trigger = cache.trigger_cells();
 
   // Everything the loop touches is sized once, here: the plan is reserved for the capacity.
@@ -142,8 +149,9 @@ TEST(Soak, OneHourOfFramesBudget2000) {
   soak_stream stream(20260101);
 
   double occupancy_sum = 0.0;
-  std::int64_t samples = 0, protected_evicted = 0, emergency_beyond_overflow = 0;
+  std::int64_t samples = 0, oracle_mismatches = 0;
   std::int64_t compaction_mismatches = 0, steady_allocations = 0;
+  test::protection_report protection;
   std::int32_t peak = 0;
   std::int64_t rss_warm = 0, rss_flat = 0, rss_max = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -157,6 +165,7 @@ TEST(Soak, OneHourOfFramesBudget2000) {
     float w = 0.0f;
     const frame_meta f = stream.next_frame(w);
     cache.append(&f, 1);
+    oracle.append(&f, 1);
     const std::int32_t slot = cache.num_cells() - 1;
     weight[slot] = w;
     for (std::int32_t h = 0; h < kHeads; ++h) {
@@ -166,24 +175,15 @@ TEST(Soak, OneHourOfFramesBudget2000) {
     cache.observe(attention.data(), cache.num_cells());
     if (cache.wants_eviction()) {
       cache.plan(plan);
-      std::int32_t emergency = 0, emergency_evicted = 0;
-      for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
-        emergency += cache.tiers()[j] == pool_tier::emergency;
-      }
-      for (const std::int32_t s : plan.evict) {
-        if (cache.tiers()[s] == pool_tier::emergency) {
-          ++emergency_evicted;
-        } else if (cache.is_protected(s)) {
-          ++protected_evicted;
-        }
-      }
-      emergency_beyond_overflow +=
-          std::max(0, emergency_evicted - std::max(0, emergency - cache.emergency_pool_cells()));
+      protection += oracle.check(plan);
       cpu::compact_all_heads(kv, plan);
       cpu::compact(wv, 0, plan);
       cache.apply(plan);
+      oracle.apply(plan);
+      oracle_mismatches += oracle.size() != cache.num_cells();
       for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
         const std::int32_t p = cache.positions()[j];
+        oracle_mismatches += oracle.positions()[j] != p || oracle.tiers()[j] != cache.tiers()[j];
         for (std::int32_t h = 0; h < kHeads; ++h) {
           for (std::int32_t d = 0; d < kDim; ++d)
             compaction_mismatches += kv(j, h, d) != p * (d + 1) + h;
@@ -225,14 +225,33 @@ TEST(Soak, OneHourOfFramesBudget2000) {
       static_cast<long long>(st.emergency_evictions), static_cast<long long>(st.drift_resets),
       static_cast<long long>(steady_allocations), rss_warm / 1048576.0, rss_flat / 1048576.0,
       rss_max / 1048576.0);
+  std::printf(
+      "soak: protection oracle: cells covered at plan time: recent %lld, boundary %lld, sinks "
+      "%lld, emergency %lld; emergency overflow evictions %lld; violations %lld\n",
+      static_cast<long long>(protection.recent_seen),
+      static_cast<long long>(protection.boundary_seen),
+      static_cast<long long>(protection.sink_seen),
+      static_cast<long long>(protection.emergency_seen),
+      static_cast<long long>(protection.emergency_evicted),
+      static_cast<long long>(protection.violations()));
   RecordProperty("mean_occupancy_percent_of_trigger", static_cast<int>(1000.0 * mean / trigger));
   RecordProperty("seconds", static_cast<int>(seconds));
 
   EXPECT_NEAR(mean / trigger, 1.0, 0.03) << "F21: mean occupancy " << mean;
   EXPECT_LE(peak, trigger);
   EXPECT_LE(peak, config.budget);
-  EXPECT_EQ(protected_evicted, 0);
-  EXPECT_EQ(emergency_beyond_overflow, 0);
+  EXPECT_EQ(oracle_mismatches, 0);
+  EXPECT_EQ(protection.recent_evicted, 0);
+  EXPECT_EQ(protection.sink_evicted, 0);
+  EXPECT_EQ(protection.emergency_excess, 0);
+  EXPECT_EQ(protection.emergency_order, 0);
+  EXPECT_EQ(protection.boundary_evicted, 0);
+  EXPECT_EQ(st.protections_released, 0);
+  EXPECT_GT(protection.emergency_evicted, 0);
+  // Each rule covered cells when plans were made, so the zeros above test something.
+  EXPECT_GT(protection.recent_seen, 0);
+  EXPECT_GT(protection.sink_seen, 0);
+  EXPECT_GT(protection.boundary_seen, 0);
   EXPECT_EQ(compaction_mismatches, 0);
   EXPECT_GT(st.evictions, 100);
   EXPECT_GT(st.promotions, 0);
