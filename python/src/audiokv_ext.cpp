@@ -679,8 +679,12 @@ NB_MODULE(_ext, m) {
                    "= None) -> None"),
            "Appends frames at positions `pos` (scalar or 1-d, strictly increasing); the other "
            "fields are scalars or arrays of the same length. `key_norms`: knorm only.")
-      .def("observe", &observe, "probs"_a)
-      .def("observe_group", &observe_group, "probs"_a, "mode"_a = "mean")
+      .def("observe", &observe, "probs"_a,
+           "One step's attention probabilities [num_cells] (float32, C-contiguous; other real "
+           "dtypes are converted), finite and >= 0. Releases the GIL.")
+      .def("observe_group", &observe_group, "probs"_a, "mode"_a = "mean",
+           "GQA: the probabilities of one group's query heads, [group, num_cells], reduced per "
+           "cell by mode ('mean' or 'max'). Releases the GIL.")
       .def("wants_eviction",
            [](py_policy& s) {
              busy_guard guard(*s.busy);
@@ -712,7 +716,9 @@ NB_MODULE(_ext, m) {
             return out;
           },
           "target"_a, "out"_a = nb::none())
-      .def("apply", &apply, "plan"_a)
+      .def("apply", &apply, "plan"_a,
+           "Commits a plan this policy made for its current state (a stale plan raises "
+           "audiokv.Error). Apply the same plan to the K/V first (audiokv.compact).")
       .def_prop_ro("num_cells",
                    [](py_policy& s) {
                      busy_guard guard(*s.busy);
@@ -734,15 +740,18 @@ NB_MODULE(_ext, m) {
                      return to_numpy(s.get().positions(),
                                      static_cast<std::size_t>(s.get().num_cells()));
                    })
-      .def_prop_ro("tiers",
-                   [](py_policy& s) -> nb::object {
-                     busy_guard guard(*s.busy);
-                     const audiokv::pool_tier* t = s.get().tiers();
-                     if (t == nullptr) return nb::none();
-                     static_assert(sizeof(audiokv::pool_tier) == 1, "tiers are bytes");
-                     return to_numpy(reinterpret_cast<const std::uint8_t*>(t),
-                                     static_cast<std::size_t>(s.get().num_cells()));
-                   })
+      .def_prop_ro(
+          "tiers",
+          [](py_policy& s) -> nb::object {
+            busy_guard guard(*s.busy);
+            const audiokv::pool_tier* t = s.get().tiers();
+            if (t == nullptr) return nb::none();
+            static_assert(sizeof(audiokv::pool_tier) == 1, "tiers are bytes");
+            return to_numpy(reinterpret_cast<const std::uint8_t*>(t),
+                            static_cast<std::size_t>(s.get().num_cells()));
+          },
+          "[num_cells] pool of each cell (0 buffer, 1 base, 2 emergency), or None for a "
+          "single-pool policy.")
       .def("__repr__", [](py_policy& s) {
         return std::string("audiokv.Policy('") + s.get().name() +
                "', num_cells=" + std::to_string(s.get().num_cells()) +
