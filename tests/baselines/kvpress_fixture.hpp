@@ -3,9 +3,11 @@
 /// Parser of tests/fixtures/kvpress/*.txt (format: tests/fixtures/README.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -37,7 +39,11 @@ struct kvpress_fixture {
   std::map<std::pair<int, int>, std::vector<int>> cols;       // (step, head)
   std::map<sel_key, double> gap;
   std::map<sel_key, std::pair<int, std::vector<int>>> tied;  // need, indices
-  std::vector<std::vector<std::string>> steps;               // "step s <kind> <arg>"
+  /// AdaKV: the tie at the boundary of the flattened top H * n_kept (indices h * N + j), by r.
+  std::map<std::string, std::pair<int, std::vector<int>>> tied_flat;
+  /// AdaKV: the tie at head h's safeguard boundary (its n_safe-th score), by (r, head).
+  std::map<std::pair<std::string, int>, std::pair<int, std::vector<int>>> tied_safe;
+  std::vector<std::vector<std::string>> steps;  // "step s <kind> <arg>"
 };
 
 inline std::vector<std::string> split_words(const std::string& s) {
@@ -112,6 +118,10 @@ inline kvpress_fixture parse_fixture(const std::string& path) {
       f.gap[{t[2], std::stoi(t[4]), std::stoi(t[6])}] = std::strtod(vals.at(0).c_str(), nullptr);
     } else if (k == "tied") {
       f.tied[{t[2], std::stoi(t[4]), std::stoi(t[6])}] = {std::stoi(t[8]), to_ints(vals)};
+    } else if (k == "tied_flat") {
+      f.tied_flat[t[2]] = {std::stoi(t[4]), to_ints(vals)};
+    } else if (k == "tied_safe") {
+      f.tied_safe[{t[2], std::stoi(t[4])}] = {std::stoi(t[6]), to_ints(vals)};
     } else if (k == "step") {
       f.steps.emplace_back(t.begin() + 1, t.end());
     } else if (k == "cols") {
@@ -131,34 +141,85 @@ inline kvpress_fixture parse_fixture(const std::string& path) {
 /// How a computed kept set matched the fixture.
 enum class set_match { exact, tie, near_tie, mismatch };
 
-/// README comparison rule: exact; or equal outside a recorded tie with `need` picked from it;
-/// or (gap below `tolerance`) a single boundary swap.
-inline set_match compare_kept(const std::vector<int>& mine, const std::vector<int>& expected,
-                              double gap, const std::pair<int, std::vector<int>>* tied,
-                              double tolerance) {
-  const std::set<int> a(mine.begin(), mine.end()), b(expected.begin(), expected.end());
-  if (a == b) return set_match::exact;
-  if (tied != nullptr) {
-    const std::set<int> tie(tied->second.begin(), tied->second.end());
-    std::set<int> a_sure, b_sure;
-    int picked = 0;
-    for (int x : a) {
-      if (tie.count(x)) {
-        ++picked;
-      } else {
-        a_sure.insert(x);
-      }
+/// True iff `chosen` is a set that top-k over `ref` returns under some order of equal scores once
+/// every chosen score is raised by `eps`: |chosen| = k (no duplicates, all in range) and
+///   min_{i in chosen} ref[i] + eps >= max_{i not in chosen} ref[i].
+/// With eps = 0 and a valid reference set B this holds iff chosen and B have the same size, the
+/// same multiset of scores, and every cell in which they differ scores exactly the k-th largest
+/// score, however many swaps there are.
+inline bool topk_valid(const std::vector<int>& chosen, const std::vector<float>& ref, int k,
+                       double eps) {
+  const std::set<int> in(chosen.begin(), chosen.end());
+  if (static_cast<int>(in.size()) != k || in.size() != chosen.size()) return false;
+  if (!in.empty() && (*in.begin() < 0 || *in.rbegin() >= static_cast<int>(ref.size())))
+    return false;
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < static_cast<int>(ref.size()); ++i) {
+    if (in.count(i)) {
+      lo = std::min(lo, static_cast<double>(ref[i]));
+    } else {
+      hi = std::max(hi, static_cast<double>(ref[i]));
     }
-    for (int x : b) {
-      if (!tie.count(x)) b_sure.insert(x);
+  }
+  return lo + eps >= hi;
+}
+
+/// True iff kvpress's AdaKV rule on `ref` ([H][N] inner scores) keeps exactly `chosen` (per head)
+/// under some order of equal scores, once every chosen score is raised by `eps`. The rule:
+/// each head's top n_safe scores become +inf (kvpress: finfo.max), then the flattened top
+/// H * n_kept are kept. Both top-k steps here break ties in favour of `chosen`; if any tie order
+/// yields `chosen` this one does, and whatever it yields is a possible output of the rule.
+inline bool adakv_valid(const std::vector<std::vector<int>>& chosen,
+                        const std::vector<std::vector<float>>& ref, int n_kept, int n_safe,
+                        double eps) {
+  const int hkv = static_cast<int>(ref.size());
+  if (static_cast<int>(chosen.size()) != hkv) return false;
+  const int n = hkv == 0 ? 0 : static_cast<int>(ref[0].size());
+  std::vector<double> s(static_cast<std::size_t>(hkv) * n);
+  std::vector<char> in(s.size(), 0);
+  std::size_t count = 0;
+  for (int h = 0; h < hkv; ++h) {
+    for (int j : chosen[h]) {
+      if (j < 0 || j >= n || in[static_cast<std::size_t>(h) * n + j]) return false;
+      in[static_cast<std::size_t>(h) * n + j] = 1;
+      ++count;
     }
-    if (a_sure == b_sure && picked == tied->first && a.size() == b.size()) return set_match::tie;
+    for (int j = 0; j < n; ++j) {
+      const std::size_t i = static_cast<std::size_t>(h) * n + j;
+      s[i] = static_cast<double>(ref[h][j]) + (in[i] ? eps : 0.0);
+    }
   }
-  if (gap <= tolerance && a.size() == b.size()) {
-    int diff = 0;
-    for (int x : a) diff += b.count(x) ? 0 : 1;
-    if (diff == 1) return set_match::near_tie;
+  auto keeps_first = [&](std::size_t a, std::size_t b) {
+    return s[a] != s[b] ? s[a] > s[b] : in[a] > in[b];
+  };
+  std::vector<std::size_t> order;
+  for (int h = 0; h < hkv; ++h) {
+    order.clear();
+    for (int j = 0; j < n; ++j) order.push_back(static_cast<std::size_t>(h) * n + j);
+    std::stable_sort(order.begin(), order.end(), keeps_first);
+    for (int i = 0; i < std::min(n_safe, n); ++i)
+      s[order[i]] = std::numeric_limits<double>::infinity();
   }
+  order.clear();
+  for (std::size_t i = 0; i < s.size(); ++i) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), keeps_first);
+  const std::size_t total = std::min(s.size(), static_cast<std::size_t>(hkv) * n_kept);
+  if (count != total) return false;
+  for (std::size_t i = 0; i < total; ++i) {
+    if (!in[order[i]]) return false;
+  }
+  return true;
+}
+
+/// exact: the sets are equal; tie: `valid(0)` (another resolution of exactly equal scores);
+/// near_tie: `valid(tolerance)` only (the sets differ where the scores are within tolerance);
+/// else mismatch.
+template <class Valid>
+set_match classify_kept(bool equal, Valid&& valid, double tolerance) {
+  if (equal) return set_match::exact;
+  if (valid(0.0)) return set_match::tie;
+  if (valid(tolerance)) return set_match::near_tie;
   return set_match::mismatch;
 }
 

@@ -79,7 +79,11 @@ void record(const std::string& family, set_match m) {
 }
 
 std::string family_of(const kvpress_fixture& f) {
-  if (f.press == "snapkv" || f.press == "pyramidkv") return f.press + "_w" + f.params.at("window");
+  if (f.press == "snapkv") return f.press + "_w" + f.params.at("window");
+  if (f.press == "pyramidkv")
+    return f.press + "_w" + f.params.at("window") + "_L" + std::to_string(f.layers);
+  if (f.press == "streamingllm") return f.press + "_s" + f.params.at("n_sink");
+  if (f.press == "adakv") return f.press + "_a" + f.params.at("alpha_safeguard");
   return f.press;
 }
 
@@ -103,16 +107,89 @@ double non_pad_scale(const std::vector<std::vector<float>>& scores, int pads) {
   return scale;
 }
 
-void check_set(const kvpress_fixture& f, const std::string& family, const std::string& r, int layer,
-               int head, const std::vector<int>& mine, double scale, const std::string& how) {
+/// One kept set of a top-k press against the fixture: `mine` must be a top-k of kvpress's own
+/// scores `ref` (exactly, or within `tolerance` where our scores round differently); a tie may
+/// differ from kvpress's set by any number of swaps, all inside the recorded `tied` cells.
+void check_topk(const kvpress_fixture& f, const std::string& family, const std::string& r,
+                int layer, int head, const std::vector<int>& mine, const std::vector<float>& ref,
+                int k, double tolerance, const std::string& how) {
   const kvpress_fixture::sel_key key{r, layer, head};
-  const auto tied_it = f.tied.find(key);
-  const auto* tied = tied_it == f.tied.end() ? nullptr : &tied_it->second;
-  const set_match m =
-      test::compare_kept(mine, f.kept.at(key), f.gap.at(key), tied, 1e-6 * std::max(scale, 1e-30));
+  const std::string where = f.path + how + " r " + r + " layer " + std::to_string(layer) +
+                            " head " + std::to_string(head);
+  const std::vector<int>& theirs = f.kept.at(key);
+  ASSERT_TRUE(test::topk_valid(theirs, ref, k, 0.0)) << where << ": kvpress's own set";
+  std::vector<float> sorted_ref = ref;
+  std::sort(sorted_ref.begin(), sorted_ref.end(), std::greater<>());
+  const float kth = k > 0 && k <= static_cast<int>(ref.size()) ? sorted_ref[k - 1] : 0.0f;
+  std::vector<int> at_kth;
+  int above = 0;
+  for (int j = 0; j < static_cast<int>(ref.size()); ++j) {
+    if (ref[j] == kth) at_kth.push_back(j);
+    above += ref[j] > kth;
+  }
+  const auto tied = f.tied.find(key);
+  if (tied != f.tied.end()) {
+    EXPECT_EQ(f.gap.at(key), 0.0) << where;
+    EXPECT_EQ(tied->second.second, at_kth) << where << ": recorded tie";
+    EXPECT_EQ(tied->second.first, k - above) << where << ": recorded need";
+  } else if (k < static_cast<int>(ref.size())) {
+    EXPECT_EQ(static_cast<int>(at_kth.size()), k - above) << where << ": an unrecorded tie";
+  }
+  const std::set<int> a(mine.begin(), mine.end()), b(theirs.begin(), theirs.end());
+  const set_match m = test::classify_kept(
+      a == b, [&](double eps) { return test::topk_valid(mine, ref, k, eps); }, tolerance);
+  if (m == set_match::tie) {
+    for (int j : a) {
+      if (!b.count(j)) {
+        EXPECT_EQ(ref[j], kth) << where << ": swapped-in cell " << j;
+      }
+    }
+  }
   record(family + how, m);
-  EXPECT_NE(m, set_match::mismatch)
-      << f.path << " " << how << " r " << r << " layer " << layer << " head " << head;
+  EXPECT_NE(m, set_match::mismatch) << where;
+}
+
+/// The kept sets of all heads of one AdaKV ratio against the fixture (see test::adakv_valid); a
+/// tie may move cells between heads, but only cells of the recorded ties (tied_flat, tied_safe).
+void check_adakv(const kvpress_fixture& f, const std::string& family, const std::string& r,
+                 const std::vector<std::vector<int>>& mine,
+                 const std::vector<std::vector<float>>& ref, int n_kept, int n_safe,
+                 double tolerance, const std::string& how) {
+  const int hkv = f.h_kv, n = f.n;
+  const std::string where = f.path + how + " r " + r;
+  std::vector<std::vector<int>> theirs(hkv);
+  std::set<int> a, b;
+  for (int h = 0; h < hkv; ++h) {
+    theirs[h] = f.kept.at({r, 0, h});
+    for (int j : theirs[h]) b.insert(h * n + j);
+    for (int j : mine[h]) a.insert(h * n + j);
+  }
+  ASSERT_TRUE(test::adakv_valid(theirs, ref, n_kept, n_safe, 0.0)) << where << ": kvpress's set";
+  const set_match m = test::classify_kept(
+      a == b, [&](double eps) { return test::adakv_valid(mine, ref, n_kept, n_safe, eps); },
+      tolerance);
+  if (m == set_match::tie) {
+    std::set<int> recorded;
+    if (const auto it = f.tied_flat.find(r); it != f.tied_flat.end())
+      recorded.insert(it->second.second.begin(), it->second.second.end());
+    for (int h = 0; h < hkv; ++h) {
+      if (const auto it = f.tied_safe.find({r, h}); it != f.tied_safe.end()) {
+        for (int j : it->second.second) recorded.insert(h * n + j);
+      }
+    }
+    for (int i : a) {
+      if (!b.count(i)) {
+        EXPECT_TRUE(recorded.count(i)) << where << ": swapped-in cell " << i;
+      }
+    }
+    for (int i : b) {
+      if (!a.count(i)) {
+        EXPECT_TRUE(recorded.count(i)) << where << ": swapped-out cell " << i;
+      }
+    }
+  }
+  for (int h = 0; h < hkv; ++h) record(family + how, m);
+  EXPECT_NE(m, set_match::mismatch) << where;
 }
 
 std::vector<frame_meta> frames_upto(int n) { return test::frames(0, n); }
@@ -198,6 +275,11 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
     }
   }
   const double scale = f.press == "streamingllm" ? 1.0 : non_pad_scale(ours, pads);
+  const double tolerance = 1e-6 * std::max(scale, 1e-30);
+  // kvpress's own scores: the oracle for ties (a set is right if kvpress could have returned it).
+  auto ref_of = [&f](int h, const std::string& r_txt) -> const std::vector<float>& {
+    return f.press == "streamingllm" ? f.scores.at({r_txt, h}) : f.scores.at({"", h});
+  };
 
   for (const std::string& r_txt : f.ratios) {
     const double r = std::strtod(r_txt.c_str(), nullptr);
@@ -213,13 +295,16 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
       EXPECT_EQ(scores::adakv_select(flat.data(), hkv, n, r, alpha, kept.data(), ws_scores.data(),
                                      ws_order.data()),
                 static_cast<std::int64_t>(hkv) * n_kept);
+      const auto n_safe = static_cast<int>(f.safeguard.at(r_txt));
+      std::vector<std::vector<float>> refs;
+      for (int h = 0; h < hkv; ++h) refs.push_back(ref_of(h, r_txt));
+      std::vector<std::vector<int>> mine(hkv);
       for (int h = 0; h < hkv; ++h) {
-        std::vector<int> mine;
         for (int j = 0; j < n; ++j) {
-          if (kept[static_cast<std::size_t>(h) * n + j]) mine.push_back(j);
+          if (kept[static_cast<std::size_t>(h) * n + j]) mine[h].push_back(j);
         }
-        check_set(f, family, r_txt, 0, h, mine, scale, "");
       }
+      check_adakv(f, family, r_txt, mine, refs, n_kept, n_safe, tolerance, "");
       // Streaming: adakv_group over the same window rows.
       adakv_config config;
       config.snap = snapkv_config{baseline_config{n, n, 1}, w, k, scores::pool_kind::avg, g};
@@ -240,10 +325,8 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
       }
       std::vector<eviction_plan> plans;
       group.plan_to(n_kept, plans);
-      for (int h = 0; h < hkv; ++h) {
-        check_set(f, family, r_txt, 0, h, kept_of(plans[h], group.head(h).positions()), scale,
-                  "/streaming");
-      }
+      for (int h = 0; h < hkv; ++h) mine[h] = kept_of(plans[h], group.head(h).positions());
+      check_adakv(f, family, r_txt, mine, refs, n_kept, n_safe, tolerance, "/streaming");
       continue;
     }
     if (f.press == "streamingllm") {
@@ -263,7 +346,8 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
       EXPECT_EQ(f.budget.at({r_txt, layer}), budget)
           << f.path << " r " << r_txt << " layer " << layer;
       for (int h = 0; h < hkv; ++h) {
-        check_set(f, family, r_txt, layer, h, scores::select_top_k(ours[h], budget), scale, "");
+        check_topk(f, family, r_txt, layer, h, scores::select_top_k(ours[h], budget),
+                   ref_of(h, r_txt), static_cast<int>(budget), tolerance, "");
       }
     }
     // Streaming policies on the same inputs, evicted with plan_to(n_kept).
@@ -286,14 +370,16 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
         ASSERT_EQ(policy.candidate_scores(cand.data()), n - w);
         expect_scores_near(cand.data(), f.scores.at({"", h}), n - w, f.path + " streaming scores");
         policy.plan_to(n_kept, plan);
-        check_set(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), scale, "/streaming");
+        check_topk(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), ref_of(h, r_txt),
+                   n_kept, tolerance, "/streaming");
       }
     } else if (f.press == "streamingllm") {
       streaming_llm policy(streaming_llm_config{base, std::stoi(f.params.at("n_sink"))});
       policy.append(frames.data(), n);
       policy.plan_to(n_kept, plan);
       for (int h = 0; h < hkv; ++h) {
-        check_set(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), scale, "/streaming");
+        check_topk(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), ref_of(h, r_txt),
+                   n_kept, tolerance, "/streaming");
       }
     } else if (f.press == "knorm") {
       for (int h = 0; h < hkv; ++h) {
@@ -305,7 +391,8 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
         }
         policy.append_with_keys(frames.data(), keys.data(), f.d, n);
         policy.plan_to(n_kept, plan);
-        check_set(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), scale, "/streaming");
+        check_topk(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), ref_of(h, r_txt),
+                   n_kept, tolerance, "/streaming");
       }
     } else if (f.press == "tova") {
       tova policy(tova_config{base, /*force_last=*/true});
@@ -318,7 +405,8 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
       policy.observe_group(last.data(), hkv * g, n);
       policy.plan_to(n_kept, plan);
       for (int h = 0; h < hkv; ++h) {
-        check_set(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), scale, "/streaming");
+        check_topk(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), ref_of(h, r_txt),
+                   n_kept, tolerance, "/streaming");
       }
     } else if (f.press == "observed_attention") {
       for (int h = 0; h < hkv; ++h) {
@@ -334,7 +422,8 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
           policy.observe_group(step.data(), g, i + 1);
         }
         policy.plan_to(n_kept, plan);
-        check_set(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), scale, "/streaming");
+        check_topk(f, family, r_txt, 0, h, kept_of(plan, policy.positions()), ref_of(h, r_txt),
+                   n_kept, tolerance, "/streaming");
       }
     }
   }
@@ -356,12 +445,26 @@ TEST(KvpressFixtureDirectory, IsPresentAndCoversEveryFamily) {
   ASSERT_TRUE(fs::is_directory(AUDIOKV_FIXTURE_DIR)) << AUDIOKV_FIXTURE_DIR << " is missing";
   const std::vector<std::string> files = fixture_files();
   ASSERT_FALSE(files.empty()) << AUDIOKV_FIXTURE_DIR << " exists but holds no fixture";
-  for (const char* prefix : {"snapkv_w4", "snapkv_w8", "pyramidkv_w4", "pyramidkv_w8",
-                             "streamingllm_s4", "knorm_", "tova_N", "observed_", "adakv_",
-                             "h2o_official_", "streamingllm_official_", "tova_official_"}) {
+  for (const char* prefix :
+       {"snapkv_w4", "snapkv_w8", "pyramidkv_w4", "pyramidkv_w8", "pyramidkv_w4_k5_L1_",
+        "streamingllm_s4", "streamingllm_s0_", "knorm_", "tova_N", "observed_",
+        "adakv_snapkv_w4_k5_a0.0_", "adakv_snapkv_w4_k5_a0.2_", "adakv_snapkv_w4_k5_a1.0_",
+        "h2o_official_", "streamingllm_official_", "tova_official_"}) {
     EXPECT_TRUE(std::any_of(files.begin(), files.end(),
                             [prefix](const std::string& f) { return f.rfind(prefix, 0) == 0; }))
         << "no fixture file starts with " << prefix;
+  }
+  // Exactly tied inputs (rounded attention, equal key norms) and GQA 7 for every input family.
+  for (const char* family :
+       {"snapkv_w4", "snapkv_w8", "pyramidkv_w4", "knorm_", "tova_N", "observed_", "adakv_"}) {
+    for (const char* infix : {"_tied.txt", "_G7"}) {
+      EXPECT_TRUE(std::any_of(files.begin(), files.end(),
+                              [&](const std::string& f) {
+                                return f.rfind(family, 0) == 0 &&
+                                       f.find(infix) != std::string::npos;
+                              }))
+          << "no " << family << "* fixture with " << infix;
+    }
   }
 }
 

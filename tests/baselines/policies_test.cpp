@@ -227,7 +227,7 @@ TEST(Baselines, ConfigErrorsNameTheField) {
       "config.num_heads");
 }
 
-TEST(Baselines, StreamingLLMKeepsSinksAndRejectsTargetsBelowThem) {
+TEST(Baselines, StreamingLLMKeepsSinksThenTheFirstSinksBelowThem) {
   streaming_llm p(streaming_llm_config{baseline_config{6, 10, 1}, 2});
   const auto f = test::frames(0, 9);
   p.append(f.data(), 9);
@@ -236,12 +236,21 @@ TEST(Baselines, StreamingLLMKeepsSinksAndRejectsTargetsBelowThem) {
   p.apply(plan);
   EXPECT_EQ(std::vector<std::int32_t>(p.positions(), p.positions() + 6),
             (std::vector<std::int32_t>{0, 1, 5, 6, 7, 8}));
-  try {
-    p.plan_to(1, plan);
-    FAIL();
-  } catch (const audiokv::error& e) {
-    EXPECT_EQ(e.argument(), "target_cells");
-  }
+  // A target below the 2 sinks keeps the first target cells (kvpress keeps n_kept of its tied
+  // sinks when n_kept < n_sink).
+  p.plan_to(1, plan);
+  p.apply(plan);
+  EXPECT_EQ(std::vector<std::int32_t>(p.positions(), p.positions() + p.num_cells()),
+            (std::vector<std::int32_t>{0}));
+  streaming_llm s(streaming_llm_config{baseline_config{4, 10, 1}, 4});
+  s.append(f.data(), 7);
+  s.plan_to(2, plan);
+  s.apply(plan);
+  EXPECT_EQ(std::vector<std::int32_t>(s.positions(), s.positions() + s.num_cells()),
+            (std::vector<std::int32_t>{0, 1}));
+  s.plan_to(0, plan);
+  s.apply(plan);
+  EXPECT_EQ(s.num_cells(), 0);
   fifo q(baseline_config{3, 5, 1});
   q.append(f.data(), 5);
   q.plan(plan);

@@ -66,6 +66,25 @@ TEST(ScoresBudget, PyramidHalfToEvenAndWorkedExample) {
   expect_error([] { scores::pyramid_layer_budget(100, 0.5, 4, 0, 4, 0); }, "beta");
 }
 
+TEST(ScoresBudget, PyramidOneLayerKeepsRoundMaxN) {
+  // kvpress 0.5.5 get_layer_budget with num_hidden_layers = 1: steps = 0, so layer 0 keeps
+  // round(max_n), not N(1 - r). N = 1000, w = 3, beta = 20 (values from the real press):
+  //   r = 0.1:  mean 900, max_n = 1800 - 45 >= N - w  -> clamped to 997
+  //   r = 0.33: mean 670, max_n = 1340 - 33.5 >= 997 -> 997
+  //   r = 0.5:  mean 500, max_n = 1000 - 25 = 975
+  //   r = 0.77: mean 230, max_n = 460 - 11.5 = 448.5 (229.99999999999997 in double) -> 448
+  //   r = 0.9:  mean 100, max_n = 200 - 5 = 195
+  const double ratios[] = {0.1, 0.33, 0.5, 0.77, 0.9};
+  const std::int64_t expected[] = {997, 997, 975, 448, 195};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(scores::pyramid_layer_budget(1000, ratios[i], 3, 20, 1, 0), expected[i])
+        << "r = " << ratios[i];
+  }
+  // The uniform fallback still applies when the pyramid condition fails: N = 37, w = 8,
+  // r = 0.1 gives min_n = 66.6 - 29 = 37.6 > max_n = 29, so round(33.3) = 33.
+  EXPECT_EQ(scores::pyramid_layer_budget(37, 0.1, 8, 20, 1, 0), 33);
+}
+
 TEST(ScoresBudget, AdakvSafeguard) {
   EXPECT_EQ(scores::adakv_n_safe(29, 0.2), 5);
   EXPECT_EQ(scores::adakv_n_safe(7, 0.2), 1);  // int(1.4)
@@ -162,6 +181,25 @@ TEST(ScoresOthers, TovaKnormObservedStreaming) {
   scores::streaming_llm_scores(10, 0.5, 4, s10.data());
   EXPECT_EQ(scores::select_top_k(s10, 5), (std::vector<std::int32_t>{0, 1, 2, 3, 9}));
   expect_error([&] { scores::streaming_llm_scores(4, 0.5, 4, s10.data()); }, "n");
+}
+
+TEST(ScoresStreamingLlm, PrunedCountIsNotClampedAndSinksTieBelowTheBudget) {
+  // kvpress: n_pruned = N - int(N (1 - r)); int(7 * 0.1) = 0, so with no sinks all 7 scores are
+  // 0 (n_kept is still clamped to 1 by compute_n_kept: top-1 keeps one of 7 tied tokens).
+  std::vector<float> s7(7);
+  scores::streaming_llm_scores(7, 0.9, 0, s7.data());
+  EXPECT_EQ(s7, std::vector<float>(7, 0.0f));
+  // With 4 sinks only the sinks score 1 (values from the real StreamingLLMPress).
+  scores::streaming_llm_scores(7, 0.9, 4, s7.data());
+  EXPECT_EQ(s7, (std::vector<float>{1, 1, 1, 1, 0, 0, 0}));
+  // N = 10, r = 0.8: n_kept = 2 < 4 sinks; the 4 sinks tie at 1 and top-2 keeps two of them.
+  std::vector<float> s10(10);
+  scores::streaming_llm_scores(10, 0.8, 4, s10.data());
+  EXPECT_EQ(s10, (std::vector<float>{1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+  const std::vector<std::int32_t> kept = scores::select_top_k(s10, 2);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_LT(kept[1], 4);
+  expect_error([&] { scores::streaming_llm_scores(10, -0.1, 4, s10.data()); }, "compression_ratio");
 }
 
 TEST(ScoresAdakv, SafeguardForcesEveryHeadAndTotalIsExact) {

@@ -23,8 +23,12 @@ struct pyramidkv_config {
 
   /// This layer's budget. A streaming cache has no fixed prompt length N, so the clamp
   /// max_n <= N - w never fires (N = infinity); the uniform fallback applies when
-  /// min_n = mean / beta < window.
+  /// min_n = mean / beta < window. With one layer the budget is the mean itself: kvpress keeps
+  /// round(max_n) there, which is bounded only by that clamp (at N = infinity it would be
+  /// (2 - 1 / beta) * mean, about twice the configured cells). scores::pyramid_layer_budget, for
+  /// a prompt of known length, follows kvpress.
   std::int32_t layer_budget() const {
+    if (num_layers == 1) return snap.base.budget;
     return static_cast<std::int32_t>(scores::pyramid_layer_budget_mean(
         std::numeric_limits<double>::infinity(), static_cast<double>(snap.base.budget), snap.window,
         beta, num_layers, layer));

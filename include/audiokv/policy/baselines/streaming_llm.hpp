@@ -26,9 +26,12 @@ struct streaming_llm_config {
 /// @brief mit-han-lab/streaming-llm `StartRecentKVCache`: when num_cells > budget, keep slots
 /// [0, n_sink) and the last budget - n_sink slots (`__call__`). plan_to(target) keeps the
 /// sinks and the last target - n_sink slots, which is `evict_for_space(num_coming)` with
-/// target = budget - num_coming (clamped to n_sink by the caller). Sinks are cache slots, as in
-/// the official code, so they are the first n_sink frames ever appended. Attention is validated
-/// and ignored. kvpress StreamingLLMPress keeps the same set at prefill (scores/streaming_llm).
+/// target = budget - num_coming. Below the sinks (target < n_sink) it keeps slots [0, target):
+/// kvpress StreamingLLMPress then keeps n_kept of its n_sink tied sinks (which ones is torch's
+/// tie order; the first ones are one valid choice), whereas the official evict_for_space never
+/// evicts a sink and leaves more than target cells. Sinks are cache slots, as in the official
+/// code, so they are the first n_sink frames ever appended. Attention is validated and
+/// ignored. kvpress StreamingLLMPress keeps the same set at prefill (scores/streaming_llm).
 class streaming_llm : public baseline_policy {
  public:
   explicit streaming_llm(const streaming_llm_config& config)
@@ -45,11 +48,10 @@ class streaming_llm : public baseline_policy {
   void on_observe_rows(const float*, std::int32_t, gqa_reduce) override {}
 
   void select_evictions(std::int32_t target, std::uint8_t* mask) const override {
+    // keep [0, s) and the last target - s slots, s = min(n_sink, target) <= target < n.
     const std::int32_t n = store().size();
-    const std::int32_t sinks = n < n_sink_ ? n : n_sink_;
-    AUDIOKV_REQUIRE(target >= sinks, where_plan(), "target_cells", target,
-                    "is below the attention sinks (config.n_sink) that are never evicted");
-    for (std::int32_t j = sinks; j < sinks + (n - target); ++j) mask[j] = 1;
+    const std::int32_t kept_sinks = target < n_sink_ ? target : n_sink_;
+    for (std::int32_t j = kept_sinks; j < kept_sinks + (n - target); ++j) mask[j] = 1;
   }
 
  private:

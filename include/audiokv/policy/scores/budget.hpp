@@ -32,11 +32,13 @@ inline std::int64_t python_round(double x) { return static_cast<std::int64_t>(st
 ///   cap = w + kept_mean; min_n = (cap - w) / beta; max_n = 2 (cap - w) - min_n
 ///   if max_n >= N - w: max_n = N - w; min_n = 2 (cap - w) - max_n
 ///   if not (N >= max_n >= min_n >= w): return max(1, round(kept_mean))   (uniform fallback)
-///   return round(max_n - layer * (max_n - min_n) / (L - 1))
+///   step = (max_n - min_n) / (L - 1) if L > 1 else 0
+///   return round(max_n - layer * step)
 ///
-/// `n` may be +infinity for a streaming cache with no fixed prompt length (no clamp). With
-/// num_layers == 1 (kvpress would divide by zero) the budget is the uniform one, so the mean
-/// over layers is still N(1 - r). Rounding is half-to-even.
+/// `n` may be +infinity for a streaming cache with no fixed prompt length (no clamp). With one
+/// layer kvpress 0.5.5 sets step = 0 and keeps round(max_n), not the uniform N(1 - r): at
+/// N = 1000, w = 3, r = 0.5 that is 975 (max_n clamped to N - w = 997 at r = 0.1). Rounding is
+/// half-to-even.
 inline std::int64_t pyramid_layer_budget_mean(double n, double kept_mean, std::int32_t window,
                                               std::int32_t beta, std::int32_t num_layers,
                                               std::int32_t layer) {
@@ -57,11 +59,11 @@ inline std::int64_t pyramid_layer_budget_mean(double n, double kept_mean, std::i
     max_n = n - w;
     min_n = (cap - w) * 2.0 - max_n;
   }
-  if (num_layers == 1 || !(n >= max_n && max_n >= min_n && min_n >= w)) {
+  if (!(n >= max_n && max_n >= min_n && min_n >= w)) {
     const std::int64_t uniform = python_round(kept_mean);
     return uniform < 1 ? 1 : uniform;
   }
-  const double step = (max_n - min_n) / (num_layers - 1);
+  const double step = num_layers > 1 ? (max_n - min_n) / (num_layers - 1) : 0.0;
   return python_round(max_n - layer * step);
 }
 
