@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "../core/kv_view.hpp"
 #include "../error.hpp"

@@ -63,10 +63,10 @@ inline paged_compaction plan_paged_compaction(const std::int32_t* indices,
   for (std::int32_t b = 0; b < batch; ++b) {
     const std::int32_t p0 = indptr[b];
     const std::int32_t np = indptr[b + 1] - p0;
-    AUDIOKV_REQUIRE(np >= 0, where, detail::indexed("indptr", b + 1), indptr[b + 1],
+    AUDIOKV_REQUIRE(np >= 0, where, ::audiokv::detail::indexed("indptr", b + 1), indptr[b + 1],
                     "must be >= indptr[b]");
     AUDIOKV_REQUIRE(np == 0 || (last_page_len[b] >= 1 && last_page_len[b] <= page_size), where,
-                    detail::indexed("last_page_len", b), last_page_len[b],
+                    ::audiokv::detail::indexed("last_page_len", b), last_page_len[b],
                     "must be in [1, page_size] for a non-empty sequence");
     const std::int32_t n = core::sequence_cells(np, last_page_len[b], page_size);
     const std::uint8_t* k = keep + static_cast<std::int64_t>(p0) * page_size;

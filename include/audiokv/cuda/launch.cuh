@@ -10,6 +10,11 @@
 ///    `k`);
 ///  - returns cudaSuccess, cudaErrorInvalidValue for an unsupported or inconsistent argument
 ///    (before enqueuing anything), or the launch error. Not thread-safe per workspace.
+/// Any number of translation units of one program may include this header: the launchers are
+/// inline and the kernels static (each translation unit compiles and registers its own copy).
+/// The linker keeps one copy of each launcher, which launches the kernels of the translation
+/// unit it came from, so compile every translation unit that includes this header for the same
+/// CUDA architectures.
 #pragma once
 
 #include <cuda_runtime.h>

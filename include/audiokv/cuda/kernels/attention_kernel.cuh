@@ -19,6 +19,9 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 /// Thread geometry of the partial kernel for element type T and head_dim D.
 template <class T, int D>
 struct attention_geometry {
@@ -39,7 +42,7 @@ AUDIOKV_DEVICE std::int32_t live_count(const std::int32_t* live, std::int32_t ca
 }
 
 template <class T, int D, bool WithValues>
-__global__ void __launch_bounds__(attention_geometry<T, D>::threads)
+static __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
     attention_partial_kernel(const attention_params<T> p) {
   using geo = attention_geometry<T, D>;
   constexpr int vec = geo::vec;
@@ -78,8 +81,8 @@ __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
     float vf[vec] = {};
     if (valid) {
       const std::int64_t off = p.addr.row_offset(cell, kv_head) + sub * vec;
-      detail::load16_as_float(p.k + off, kf);
-      if constexpr (WithValues) detail::load16_as_float(p.v + off, vf);
+      ::audiokv::cuda::detail::load16_as_float(p.k + off, kf);
+      if constexpr (WithValues) ::audiokv::cuda::detail::load16_as_float(p.v + off, vf);
     }
 #pragma unroll
     for (int g = 0; g < gmax; ++g) {
@@ -137,7 +140,7 @@ __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
 
 /// Block per query head: merges the split partials in split order (deterministic).
 template <class T, int D, bool WithValues>
-__global__ void attention_combine_kernel(const attention_params<T> p) {
+static __global__ void attention_combine_kernel(const attention_params<T> p) {
   const int h = blockIdx.x;
   core::softmax_state total;
   for (int s = 0; s < p.num_splits; ++s)
@@ -158,7 +161,7 @@ __global__ void attention_combine_kernel(const attention_params<T> p) {
 
 /// Thread per (cell, kv head): logits -> probabilities in place, then the group reduction.
 template <class T>
-__global__ void attention_probs_kernel(const attention_params<T> p) {
+static __global__ void attention_probs_kernel(const attention_params<T> p) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   const int kv_head = blockIdx.y;
   if (j >= live_count(p.live_cells, p.num_cells)) return;

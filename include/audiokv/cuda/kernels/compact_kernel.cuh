@@ -12,9 +12,12 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 /// Thread per (cell, row): counts[h * num_cells + j] = keep[h, j] ? 1 : 0.
-__global__ void keep_counts_kernel(const std::uint8_t* keep, std::int32_t num_cells,
-                                   std::int32_t stride, std::int32_t* counts) {
+static __global__ void keep_counts_kernel(const std::uint8_t* keep, std::int32_t num_cells,
+                                          std::int32_t stride, std::int32_t* counts) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= num_cells) return;
   counts[static_cast<std::int64_t>(blockIdx.y) * num_cells + j] =
@@ -23,9 +26,9 @@ __global__ void keep_counts_kernel(const std::uint8_t* keep, std::int32_t num_ce
 
 /// Thread per (cell, row): move_to from the exclusive prefix over all rows minus the row's
 /// base; the last cell of a row writes n_kv_after.
-__global__ void move_to_kernel(const std::uint8_t* keep, const std::int32_t* prefix,
-                               std::int32_t num_cells, std::int32_t stride, std::int32_t* move_to,
-                               std::int32_t* n_kv_after) {
+static __global__ void move_to_kernel(const std::uint8_t* keep, const std::int32_t* prefix,
+                                      std::int32_t num_cells, std::int32_t stride,
+                                      std::int32_t* move_to, std::int32_t* n_kv_after) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= num_cells) return;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * num_cells;
@@ -39,10 +42,10 @@ __global__ void move_to_kernel(const std::uint8_t* keep, const std::int32_t* pre
 /// Grid-stride over (cell, head, Vec chunk): dst row (move_to[j], h) = src row (j, h).
 /// Vec is uint4, unsigned or unsigned char; the launcher checks the alignment.
 template <class Vec>
-__global__ void gather_rows_kernel(const unsigned char* src, unsigned char* dst,
-                                   const row_layout layout, const std::int32_t* move_to,
-                                   std::int32_t plan_rows, std::int32_t move_stride,
-                                   std::int32_t num_cells) {
+static __global__ void gather_rows_kernel(const unsigned char* src, unsigned char* dst,
+                                          const row_layout layout, const std::int32_t* move_to,
+                                          std::int32_t plan_rows, std::int32_t move_stride,
+                                          std::int32_t num_cells) {
   const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
   const std::int64_t total = static_cast<std::int64_t>(num_cells) * layout.num_heads * chunks;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;

@@ -17,6 +17,9 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 inline constexpr int paged_block = 256;
 
 /// Per-sequence scratch of the paged kernels (one entry per page of the input table unless
@@ -66,7 +69,7 @@ AUDIOKV_DEVICE std::int32_t scan_step(std::int32_t flag, std::int32_t& carry,
   return out;
 }
 
-__global__ void __launch_bounds__(paged_block)
+static __global__ void __launch_bounds__(paged_block)
     paged_analyse_kernel(const paged_table t, const paged_scratch s) {
   __shared__ paged_scan::TempStorage tmp;
   const int b = blockIdx.x;
@@ -116,7 +119,7 @@ __global__ void __launch_bounds__(paged_block)
 }
 
 /// One block: batch-wide prefix sums and the all-or-nothing decision.
-__global__ void __launch_bounds__(paged_block)
+static __global__ void __launch_bounds__(paged_block)
     paged_batch_kernel(const paged_table t, const paged_scratch s, const paged_result r) {
   __shared__ paged_scan::TempStorage tmp;
   __shared__ std::int32_t s_ok;
@@ -158,7 +161,7 @@ __global__ void __launch_bounds__(paged_block)
 }
 
 /// Block per sequence: the new page list, freed pages and copy destinations.
-__global__ void __launch_bounds__(paged_block)
+static __global__ void __launch_bounds__(paged_block)
     paged_table_kernel(const paged_table t, const paged_scratch s, const paged_result r) {
   __shared__ paged_scan::TempStorage tmp;
   const int b = blockIdx.x;
@@ -194,9 +197,9 @@ __global__ void __launch_bounds__(paged_block)
 
 /// Grid (x, sequence): copies every row of every copy page, Vec bytes per thread.
 template <class Vec>
-__global__ void paged_move_kernel(const paged_table t, const paged_scratch s,
-                                  const std::int32_t* status, unsigned char* pool,
-                                  const row_layout layout) {
+static __global__ void paged_move_kernel(const paged_table t, const paged_scratch s,
+                                         const std::int32_t* status, unsigned char* pool,
+                                         const row_layout layout) {
   if (status[0] == 0) return;
   const int b = blockIdx.y;
   const std::int32_t P = t.page_size;

@@ -13,6 +13,9 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 AUDIOKV_DEVICE float to_float(float x) { return x; }
 AUDIOKV_DEVICE float to_float(__half x) { return __half2float(x); }
 AUDIOKV_DEVICE float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -33,8 +36,9 @@ AUDIOKV_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
 
 /// Warp per row r: q[r, :dim], scales[r] from x[r * row_stride, :dim].
 template <class T>
-__global__ void quantize_rows_kernel(const T* x, std::int64_t row_stride, std::int32_t num_rows,
-                                     std::int32_t dim, std::int8_t* q, float* scales) {
+static __global__ void quantize_rows_kernel(const T* x, std::int64_t row_stride,
+                                            std::int32_t num_rows, std::int32_t dim, std::int8_t* q,
+                                            float* scales) {
   const std::int64_t r = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (r >= num_rows) return;  // warp-uniform
@@ -51,9 +55,9 @@ __global__ void quantize_rows_kernel(const T* x, std::int64_t row_stride, std::i
 
 /// Thread per element: x[r * row_stride + i] = dequantize_int8(q[r, i], scales[r]).
 template <class T>
-__global__ void dequantize_rows_kernel(const std::int8_t* q, const float* scales,
-                                       std::int32_t num_rows, std::int32_t dim, T* x,
-                                       std::int64_t row_stride) {
+static __global__ void dequantize_rows_kernel(const std::int8_t* q, const float* scales,
+                                              std::int32_t num_rows, std::int32_t dim, T* x,
+                                              std::int64_t row_stride) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<std::int64_t>(num_rows) * dim) return;
   const std::int64_t r = i / dim;

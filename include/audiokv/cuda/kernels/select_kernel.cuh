@@ -10,10 +10,13 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 /// Thread per (cell, row): key = (row, score bits or excluded, cell).
-__global__ void selection_keys_kernel(const float* scores, const std::uint8_t* candidate,
-                                      std::int32_t num_cells, std::int32_t stride,
-                                      std::int32_t slot_bits, std::uint64_t* keys) {
+static __global__ void selection_keys_kernel(const float* scores, const std::uint8_t* candidate,
+                                             std::int32_t num_cells, std::int32_t stride,
+                                             std::int32_t slot_bits, std::uint64_t* keys) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= num_cells) return;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.y) * stride + j;
@@ -25,10 +28,10 @@ __global__ void selection_keys_kernel(const float* scores, const std::uint8_t* c
 
 /// Thread per sorted key: row h's keys occupy [h * num_cells, (h + 1) * num_cells) in order,
 /// so rank r < k[h] of a candidate means evicted. Every (row, cell) is written exactly once.
-__global__ void selection_mark_kernel(const std::uint64_t* sorted_keys, std::int32_t rows,
-                                      std::int32_t num_cells, std::int32_t stride,
-                                      std::int32_t slot_bits, const std::int32_t* k,
-                                      std::uint8_t* evict, std::uint8_t* keep) {
+static __global__ void selection_mark_kernel(const std::uint64_t* sorted_keys, std::int32_t rows,
+                                             std::int32_t num_cells, std::int32_t stride,
+                                             std::int32_t slot_bits, const std::int32_t* k,
+                                             std::uint8_t* evict, std::uint8_t* keep) {
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= static_cast<std::int64_t>(rows) * num_cells) return;
   const auto h = static_cast<std::int32_t>(r / num_cells);

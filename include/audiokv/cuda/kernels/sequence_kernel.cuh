@@ -14,10 +14,14 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 /// Thread per (cell, row): importance = importance_update(importance, attention, alpha).
-__global__ void importance_update_kernel(float* importance, const float* attention,
-                                         std::int32_t num_cells, const std::int32_t* live_cells,
-                                         std::int32_t stride, float alpha) {
+static __global__ void importance_update_kernel(float* importance, const float* attention,
+                                                std::int32_t num_cells,
+                                                const std::int32_t* live_cells, std::int32_t stride,
+                                                float alpha) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   const std::int32_t n = live_cells != nullptr ? core::min_of(*live_cells, num_cells) : num_cells;
   if (j >= n) return;
@@ -27,8 +31,9 @@ __global__ void importance_update_kernel(float* importance, const float* attenti
 
 /// Thread per (new cell, row): the entry prior of tiered_cache::append. Reads only cell
 /// first - 1, which this kernel never writes.
-__global__ void importance_enter_kernel(float* importance, std::int32_t stride, std::int32_t first,
-                                        std::int32_t count, bool neighbour_prior) {
+static __global__ void importance_enter_kernel(float* importance, std::int32_t stride,
+                                               std::int32_t first, std::int32_t count,
+                                               bool neighbour_prior) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= count) return;
   float* row = importance + static_cast<std::int64_t>(blockIdx.y) * stride;
@@ -36,8 +41,9 @@ __global__ void importance_enter_kernel(float* importance, std::int32_t stride, 
 }
 
 /// Thread per (cell, kv head): scores = reduce_group(attention of the group's query heads).
-__global__ void reduce_group_kernel(const float* attention, float* scores, std::int32_t group,
-                                    std::int32_t num_cells, std::int32_t stride, gqa_reduce mode) {
+static __global__ void reduce_group_kernel(const float* attention, float* scores,
+                                           std::int32_t group, std::int32_t num_cells,
+                                           std::int32_t stride, gqa_reduce mode) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= num_cells) return;
   const std::int64_t h = blockIdx.y;
@@ -47,8 +53,8 @@ __global__ void reduce_group_kernel(const float* attention, float* scores, std::
 
 /// Thread per (cell, row): out = median_at<W>(in row).
 template <int W>
-__global__ void median_kernel(const float* in, float* out, std::int32_t num_cells,
-                              std::int32_t stride) {
+static __global__ void median_kernel(const float* in, float* out, std::int32_t num_cells,
+                                     std::int32_t stride) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= num_cells) return;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * stride;
@@ -58,8 +64,9 @@ __global__ void median_kernel(const float* in, float* out, std::int32_t num_cell
 /// Thread per row: the Holt recurrence in time order, output clamped at 0 (trend_stage). The
 /// recurrence is sequential; this is the correctness-first form (a chunked affine scan is the
 /// planned optimisation).
-__global__ void trend_kernel(const float* in, float* out, std::int32_t rows, std::int32_t num_cells,
-                             std::int32_t stride, float level_weight, float slope_gain) {
+static __global__ void trend_kernel(const float* in, float* out, std::int32_t rows,
+                                    std::int32_t num_cells, std::int32_t stride, float level_weight,
+                                    float slope_gain) {
   const std::int32_t h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h >= rows || num_cells == 0) return;
   const float* m = in + static_cast<std::int64_t>(h) * stride;

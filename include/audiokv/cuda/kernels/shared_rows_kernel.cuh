@@ -11,9 +11,12 @@
 
 namespace audiokv::cuda::kernels {
 
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
 /// Thread per (physical row r, head h): bias[h, r] = ln multiplicity[h, r].
-__global__ void multiplicity_bias_kernel(const std::int32_t* multiplicity, float* bias,
-                                         std::int32_t num_rows, std::int32_t row_stride) {
+static __global__ void multiplicity_bias_kernel(const std::int32_t* multiplicity, float* bias,
+                                                std::int32_t num_rows, std::int32_t row_stride) {
   const std::int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= num_rows) return;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.y) * row_stride + r;
@@ -22,10 +25,11 @@ __global__ void multiplicity_bias_kernel(const std::int32_t* multiplicity, float
 
 /// Thread per (cell c, head h): cell_probs[h, c] = row_probs[h, r] / multiplicity[h, r] with
 /// r = cell_row[h, c].
-__global__ void shared_cell_probs_kernel(const float* row_probs, const std::int32_t* multiplicity,
-                                         const std::int32_t* cell_row, float* cell_probs,
-                                         std::int32_t num_cells, std::int32_t cell_stride,
-                                         std::int32_t row_stride) {
+static __global__ void shared_cell_probs_kernel(const float* row_probs,
+                                                const std::int32_t* multiplicity,
+                                                const std::int32_t* cell_row, float* cell_probs,
+                                                std::int32_t num_cells, std::int32_t cell_stride,
+                                                std::int32_t row_stride) {
   const std::int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= num_cells) return;
   const std::int64_t head = blockIdx.y;
