@@ -3,7 +3,8 @@
 # The whole test suite: installs what is missing, then configures, builds and runs ctest through
 # a CMake workflow preset. Usage: scripts/test.sh [PRESET]
 #   PRESET  ci (default when nvcc is present: CUDA sources compiled, warnings are errors),
-#           cpu (default without nvcc), asan (AddressSanitizer + UBSan), cuda (with a GPU).
+#           cpu (default without nvcc), asan (AddressSanitizer + UBSan), tsan (ThreadSanitizer:
+#           builds and runs only the tests labelled threading), cuda (with a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps/build.sh

@@ -17,6 +17,9 @@ audiokv_config small_config(std::int32_t budget = 100) {
   c.budget = budget;
   c.min_retention_ms = 50.0f;  // 5 frames of 10 ms
   c.boundary_radius = 2;
+  // These tests check the score path (F2-F20) alone; speech_rules_test.cpp covers the speech
+  // rules, which re-rank that path's scores by tier.
+  c.speech.sinks.enabled = c.speech.coverage.enabled = c.speech.frontier.enabled = false;
   return c;
 }
 
@@ -122,8 +125,8 @@ TEST(TieredCache, EvictsLowestScoresAndPromotesBestIntoBase) {
   float max_evicted = -1.0f, min_kept = 1e30f;
   for (int j = 0; j < 90; ++j) {
     const bool evicted = plan.move_to[j] < 0;
-    if (evicted) max_evicted = std::max(max_evicted, cache.last_scores()[j]);
-    if (!evicted && !cache.is_protected(j)) min_kept = std::min(min_kept, cache.last_scores()[j]);
+    if (evicted) max_evicted = std::max(max_evicted, plan.scores[j]);
+    if (!evicted && !cache.is_protected(j)) min_kept = std::min(min_kept, plan.scores[j]);
   }
   EXPECT_LE(max_evicted, min_kept);
   // The base pool was empty, so the best 60 cells past the recent window are promoted.
@@ -409,6 +412,39 @@ TEST(TieredCache, UnevaluatedCellsCompeteByPositionUnderLocalRank) {
   }
   EXPECT_LE(longest, 6);
   EXPECT_EQ(plan.n_kv_after, 80);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+// is_protected() reads only the positions and flags (no scratch); positions here have gaps
+// (every other one), as after evictions, so the boundary search must go by position, not
+// by slot. Expected set worked out by hand from the rules of is_protected().
+TEST(TieredCache, IsProtectedFollowsPositionsNotSlots) {
+  audiokv_config c;
+  c.budget = 100;
+  c.min_retention_ms = 50.0f;  // recent window: 5 frames of 10 ms
+  c.boundary_radius = 2;       // positions p - 2 .. p + 2 around a boundary at p
+  tiered_cache<> cache(c);     // boundary horizon 1000 ms = 100 frames
+  std::vector<frame_meta> f(90);
+  for (int s = 0; s < 90; ++s) f[s] = frame_meta{2 * s, 0, 1.0f, frame_flag_none, 0.0f};
+  f[3].flags = frame_flag_sink;               // always kept (and in the emergency pool)
+  f[5].flags = frame_flag_segment_start;      // emergency pool
+  f[10].flags = frame_flag_phoneme_boundary;  // pos 20: older than newest 178 - 100: expired
+  f[39].flags = frame_flag_phoneme_boundary;  // pos 78 = 178 - 100: still active
+  f[50].flags = frame_flag_phoneme_boundary;  // pos 100: active
+  cache.append(f.data(), 90);
+  // Window: positions >= 178 - 5 + 1 = 174, i.e. slots 87..89. Boundary 78 covers 76..80
+  // (slots 38..40), boundary 100 covers 98..102 (slots 49..51).
+  const std::vector<int> expected = {3, 5, 38, 39, 40, 49, 50, 51, 87, 88, 89};
+  std::vector<int> got;
+  for (int s = 0; s < 90; ++s) {
+    if (cache.is_protected(s)) got.push_back(s);
+  }
+  EXPECT_EQ(got, expected);
 }
 
 }  // namespace

@@ -55,8 +55,9 @@ TEST(Validation, EveryConfigFieldIsChecked) {
   expect_config_error([](auto& c) { c.baseline_rate = 2.0f; }, "config.baseline_rate");
   expect_config_error([](auto& c) { c.drift_window = 1; }, "config.drift_window");
   expect_config_error([](auto& c) { c.drift_factor = 0.0f; }, "config.drift_factor");
-  // Budget smaller than the protected set: 200 ms of 10 ms frames + 1 emergency cell >= 18.
-  expect_config_error([](auto& c) { c.budget = 20; }, "config.budget");
+  // Protected set (recent window + emergency pool) not below the trigger level: the setting
+  // that breaks it is named (see Validation.ProtectedSetErrorNamesTheCauseWithCounts).
+  expect_config_error([](auto& c) { c.budget = 20; }, "config.min_retention_ms");
 }
 
 /// Snapshot of everything observable, to prove failed calls change nothing.
@@ -262,6 +263,327 @@ TEST(Validation, EmptyPlansResetReleasedProtections) {  // defect 6
   EXPECT_EQ(plan.protections_released, 0);
   cache.apply(plan);
   EXPECT_EQ(cache.stats().protections_released, released);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+/// Runs `call`, which must throw audiokv::error; returns it.
+audiokv::error thrown_by(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const audiokv::error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no audiokv::error thrown";
+  return audiokv::error("", "");
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---- lengths of caller buffers: checked before anything is read ----
+
+TEST_F(FailedCalls, GroupScoresShorterThanGroupSizeTimesCellsAreRejectedBeforeAnyRead) {
+  // Two query rows given, four claimed: the span form (a std::vector converts to it) knows
+  // the length, so nothing past the 100 floats is read (ASan would report it otherwise).
+  const std::vector<float> two_rows(2 * 50, 0.01f);
+  const audiokv::error e = thrown_by([&] { cache.observe_group(two_rows, 4, 50); });
+  EXPECT_EQ(e.argument(), "attention.size()");
+  EXPECT_TRUE(contains(e.what(), "attention.size() = 100")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "4 x 50 = 200")) << e.what();
+  EXPECT_TRUE(take(cache) == before);
+  expect_rejected([&] { cache.observe_group(span<const float>(two_rows.data(), 99), 2, 50); },
+                  "attention.size()");
+  expect_rejected([&] { cache.observe_group(span<const float>(nullptr, 100), 2, 50); },
+                  "attention");
+}
+
+TEST_F(FailedCalls, SpanObserveAndAppendCheckTheirLengths) {
+  const std::vector<float> short_row(49, 0.02f);
+  const audiokv::error e = thrown_by([&] { cache.observe(short_row); });
+  EXPECT_EQ(e.argument(), "attention.size()");
+  EXPECT_TRUE(contains(e.what(), "(50)")) << e.what();
+  EXPECT_TRUE(take(cache) == before);
+  auto bad = frames(50, 3);
+  bad[1].pos = 10;
+  expect_rejected([&] { cache.append(span<const frame_meta>(bad)); }, "frames[1].pos");
+}
+
+TEST(Validation, SpanFormsEqualThePointerForms) {
+  tiered_cache<> by_span(valid_config()), by_pointer(valid_config());
+  const auto f = frames(0, 6);
+  by_span.append(f);
+  by_pointer.append(f.data(), 6);
+  const std::vector<float> rows = {0.1f, 0.2f, 0.3f, 0.1f, 0.2f, 0.1f,
+                                   0.3f, 0.0f, 0.1f, 0.2f, 0.2f, 0.2f};
+  by_span.observe_group(rows, 2, 6, gqa_reduce::max);
+  by_pointer.observe_group(rows.data(), 2, 6, gqa_reduce::max);
+  const std::vector<float> row = {0.5f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f};
+  by_span.observe(row);
+  by_pointer.observe(row.data(), 6);
+  // max of the two rows, then the EMA (alpha 0.3) twice, hand-computed for cell 0 and 1.
+  EXPECT_FLOAT_EQ(by_span.importance()[0], 0.3f * 0.5f + 0.7f * (0.3f * 0.3f));
+  EXPECT_FLOAT_EQ(by_span.importance()[1], 0.3f * 0.1f + 0.7f * (0.3f * 0.2f));
+  for (int j = 0; j < 6; ++j) EXPECT_EQ(by_span.importance()[j], by_pointer.importance()[j]);
+}
+
+TEST(Validation, BaselineBuffersAreLengthChecked) {
+  policy_options o;
+  o.budget = 8;
+  for (const char* name : {"h2o", "snapkv", "tova", "lru", "observed_attention"}) {
+    auto p = make_policy(name, o);
+    const auto f = frames(0, 5);
+    p->append(span<const frame_meta>(f));
+    EXPECT_EQ(p->num_cells(), 5) << name;
+    const std::vector<float> four(4, 0.25f);
+    const audiokv::error e = thrown_by([&] { p->observe(four); });
+    EXPECT_EQ(e.argument(), "attention.size()") << name;
+    EXPECT_TRUE(contains(e.what(), "(5)")) << name << ": " << e.what();
+  }
+  h2o heavy(h2o_config{baseline_config{8, 0, 1}, -1});
+  const auto f = frames(0, 5);
+  heavy.append(f.data(), 5);
+  const std::vector<float> one_row(5, 0.2f);
+  const audiokv::error e = thrown_by([&] { heavy.observe_group(one_row, 3, 5); });
+  EXPECT_EQ(e.argument(), "attention.size()");
+  EXPECT_TRUE(contains(e.what(), "3 x 5 = 15")) << e.what();
+  EXPECT_EQ(heavy.steps(), 0);
+  const std::vector<std::uint8_t> mask(4, 0);
+  eviction_plan plan;
+  EXPECT_EQ(thrown_by([&] { heavy.plan_evicting(mask, plan); }).argument(), "evict_mask.size()");
+
+  knorm norms(baseline_config{8, 0, 1});
+  const std::vector<float> keys(5 * 4 - 1, 1.0f);  // one value short of 5 keys of 4 dims
+  const audiokv::error k = thrown_by([&] { norms.append_with_keys(f, keys, 4); });
+  EXPECT_EQ(k.argument(), "keys.size()");
+  EXPECT_TRUE(contains(k.what(), "5 x 4 = 20")) << k.what();
+  EXPECT_EQ(norms.num_cells(), 0);
+  const std::vector<float> three_norms(3, 1.0f);
+  EXPECT_EQ(thrown_by([&] { norms.append_with_norms(f, three_norms); }).argument(),
+            "key_norms.size()");
+
+  adakv_config ada;
+  ada.snap.base.budget = 8;
+  ada.snap.group_size = 2;
+  ada.num_heads = 2;
+  auto group = adakv_group::create(ada);
+  group->append_all(f.data(), 5);
+  EXPECT_EQ(thrown_by([&] { group->observe_group(1, one_row, 2, 5); }).argument(),
+            "attention.size()");
+  EXPECT_EQ(group->head(1).steps(), 0);
+}
+
+TEST(Validation, SequenceBatchChecksOffsetAndScoreLengths) {
+  sequence_batch<tiered_cache<>> batch;
+  batch.add_sequence(valid_config());
+  batch.add_sequence(valid_config());
+  const auto f = frames(0, 3);
+  batch[0].append(f.data(), 3);
+  batch[1].append(f.data(), 2);
+  const std::vector<float> scores(5, 0.2f);
+  const std::vector<std::int64_t> two_offsets = {0, 3};
+  EXPECT_EQ(thrown_by([&] { batch.observe(scores, two_offsets); }).argument(), "indptr.size()");
+  const std::vector<float> short_scores(4, 0.2f);
+  const std::vector<std::int64_t> indptr = {0, 3, 5};
+  const audiokv::error e = thrown_by([&] { batch.observe(short_scores, indptr); });
+  EXPECT_EQ(e.argument(), "scores.size()");
+  EXPECT_TRUE(contains(e.what(), "indptr[size()] = 5")) << e.what();
+  EXPECT_EQ(batch[0].stats().steps, 0);
+  batch.observe(scores, indptr);
+  EXPECT_EQ(batch[1].stats().steps, 1);
+}
+
+TEST_F(FailedCalls, IsProtectedRejectsSlotsOutsideTheCells) {
+  EXPECT_EQ(thrown_by([&] { (void)cache.is_protected(50); }).argument(), "slot");
+  EXPECT_EQ(thrown_by([&] { (void)cache.is_protected(-1); }).argument(), "slot");
+}
+
+// ---- a plan belongs to the cache that made it ----
+
+TEST(Validation, PlanOfAnotherCacheWithTheSameHistoryIsRejected) {
+  // Two heads with identical histories: same generation, same length; only the identity
+  // tells head 0's plan from head 1's.
+  tiered_cache<> head0(valid_config()), head1(valid_config());
+  const auto f = frames(0, 95);
+  const std::vector<float> a(95, 1.0f / 95);
+  for (tiered_cache<>* c : {&head0, &head1}) {
+    c->append(f.data(), 95);
+    c->observe(a.data(), 95);
+  }
+  ASSERT_NE(head0.id(), head1.id());
+  eviction_plan plan;
+  head0.plan(plan);
+  ASSERT_FALSE(plan.empty());
+  EXPECT_EQ(plan.cache_id, head0.id());
+  const audiokv::error e = thrown_by([&] { head1.apply(plan); });
+  EXPECT_EQ(e.argument(), "plan.cache_id");
+  EXPECT_TRUE(contains(e.what(), "plan")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "cache " + std::to_string(head0.id()))) << e.what();
+  EXPECT_TRUE(contains(e.what(), "id " + std::to_string(head1.id()))) << e.what();
+  EXPECT_EQ(head1.num_cells(), 95);
+  EXPECT_EQ(head1.stats().evictions, 0);
+  head0.apply(plan);
+  EXPECT_EQ(head0.num_cells(), plan.n_kv_after);
+}
+
+TEST(Validation, ACopyIsAnotherCacheAndAMoveTheSameOne) {
+  tiered_cache<> original(valid_config());
+  const auto f = frames(0, 95);
+  original.append(f.data(), 95);
+  eviction_plan plan;
+  original.plan(plan);
+  tiered_cache<> copy = original;
+  EXPECT_NE(copy.id(), original.id());
+  EXPECT_EQ(thrown_by([&] { copy.apply(plan); }).argument(), "plan.cache_id");
+  tiered_cache<> assigned(valid_config());
+  const std::uint64_t assigned_id = assigned.id();
+  assigned = original;
+  EXPECT_NE(assigned.id(), original.id());
+  EXPECT_NE(assigned.id(), assigned_id);
+  EXPECT_EQ(thrown_by([&] { assigned.apply(plan); }).argument(), "plan.cache_id");
+  const std::uint64_t id = original.id();
+  tiered_cache<> moved = std::move(original);
+  EXPECT_EQ(moved.id(), id);
+  moved.apply(plan);  // made before the move, by the same cache
+  EXPECT_EQ(moved.num_cells(), plan.n_kv_after);
+}
+
+TEST(Validation, BaselinePlansBelongToTheirCache) {
+  policy_options o;
+  o.budget = 8;
+  for (const char* name : {"h2o", "snapkv", "streaming_llm", "tova", "random"}) {
+    auto p0 = make_policy(name, o), p1 = make_policy(name, o);
+    const auto f = frames(0, 9);
+    const std::vector<float> a(9, 1.0f / 9);
+    for (auto* p : {p0.get(), p1.get()}) {
+      p->append(f.data(), 9);
+      p->observe(a.data(), 9);
+    }
+    eviction_plan plan;
+    p0->plan(plan);
+    ASSERT_FALSE(plan.empty()) << name;
+    const audiokv::error e = thrown_by([&] { p1->apply(plan); });
+    EXPECT_EQ(e.argument(), "plan.cache_id") << name;
+    EXPECT_TRUE(contains(e.what(), std::to_string(p0->id()))) << e.what();
+    EXPECT_TRUE(contains(e.what(), std::to_string(p1->id()))) << e.what();
+    EXPECT_EQ(p1->num_cells(), 9) << name;
+  }
+  // AdaKV: head 0's part of the joint selection is not head 1's, even at equal lengths.
+  auto group = adakv_group::create(adakv_config{snapkv_config{baseline_config{8, 0, 1}}, 2});
+  const auto f = frames(0, 9);
+  group->append_all(f.data(), 9);
+  std::vector<eviction_plan> plans;
+  group->plan(plans);
+  std::swap(plans[0], plans[1]);
+  EXPECT_EQ(thrown_by([&] { group->apply(plans); }).argument(), "plan.cache_id");
+  EXPECT_EQ(group->total_cells(), 18);
+}
+
+// ---- messages say what was expected ----
+
+TEST_F(FailedCalls, WrongCellCountSaysTheExpectedCount) {
+  const std::vector<float> a(49, 0.02f);
+  const audiokv::error e = thrown_by([&] { cache.observe(a.data(), 49); });
+  EXPECT_EQ(e.argument(), "num_cells");
+  EXPECT_TRUE(contains(e.what(), "num_cells = 49")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "cached cells (50)")) << e.what();
+}
+
+TEST_F(FailedCalls, StalePlanShowsBothGenerations) {
+  eviction_plan plan, probe;
+  cache.plan_to(40, plan);
+  auto f = frames(50, 1);
+  cache.append(f.data(), 1);
+  before = take(cache);
+  cache.plan_to(1000, probe);  // an empty plan records the current generation
+  ASSERT_EQ(probe.generation, plan.generation + 1);
+  const audiokv::error e = thrown_by([&] { cache.apply(plan); });
+  EXPECT_EQ(e.argument(), "plan.generation");
+  EXPECT_TRUE(
+      contains(e.what(), "generation " + std::to_string(plan.generation) + " with 50 cells"))
+      << e.what();
+  EXPECT_TRUE(
+      contains(e.what(), "generation " + std::to_string(probe.generation) + " with 51 cells"))
+      << e.what();
+  EXPECT_TRUE(take(cache) == before);
+}
+
+TEST_F(FailedCalls, NanInAGroupNamesQueryRowAndCell) {
+  std::vector<float> g(3 * 50, 0.01f);
+  g[2 * 50 + 17] = std::numeric_limits<float>::quiet_NaN();  // query row 2, cell 17
+  expect_rejected([&] { cache.observe_group(g, 3, 50); }, "attention[2][17]");
+  expect_rejected([&] { cache.observe_group(g.data(), 3, 50); }, "attention[2][17]");
+  g[2 * 50 + 17] = 0.01f;
+  g[49] = -1.0f;  // row 0, last cell
+  expect_rejected([&] { cache.observe_group(g, 3, 50); }, "attention[0][49]");
+  // A single row keeps its one index.
+  std::vector<float> a(50, 0.02f);
+  a[17] = std::numeric_limits<float>::quiet_NaN();
+  expect_rejected([&] { cache.observe(a); }, "attention[17]");
+}
+
+TEST(Validation, BaselineGroupNanNamesQueryRowAndCell) {
+  snapkv_config c;
+  c.base.budget = 8;
+  c.group_size = 2;
+  snapkv snap(c);
+  const auto f = frames(0, 5);
+  snap.append(f.data(), 5);
+  std::vector<float> g(2 * 5, 0.2f);
+  g[5 + 3] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(thrown_by([&] { snap.observe_group(g, 2, 5); }).argument(), "attention[1][3]");
+  const audiokv::error e = thrown_by([&] { snap.observe(g.data(), 5); });
+  EXPECT_EQ(e.argument(), "group_size");
+  EXPECT_TRUE(contains(e.what(), "config.group_size = 2")) << e.what();
+}
+
+TEST(Validation, ProtectedSetErrorNamesTheCauseWithCounts) {
+  auto error_for = [](const audiokv_config& c) { return thrown_by([&] { c.validate(); }); };
+  audiokv_config c;  // 10 ms frames, recent window 200 ms, emergency 10%, trigger 90%
+  c.budget = 20;     // window 20 frames >= trigger level 18 on its own
+  audiokv::error e = error_for(c);
+  EXPECT_EQ(e.argument(), "config.min_retention_ms");
+  for (const char* part : {"= 20 frames", "= 2 cells", "= 22 protected cells", "= 18 cells"}) {
+    EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
+  }
+
+  c = audiokv_config{};
+  c.budget = 1000;
+  c.min_retention_ms = 10.0f;
+  c.split = {0.0f, 0.03125f, 0.96875f};  // emergency pool 968 >= trigger level 900 on its own
+  e = error_for(c);
+  EXPECT_EQ(e.argument(), "split.emergency");
+  for (const char* part : {"= 1 frames", "= 968 cells", "= 969 protected cells", "= 900 cells"}) {
+    EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
+  }
+
+  c = audiokv_config{};
+  c.budget = 100;
+  c.min_retention_ms = 850.0f;  // 85 frames + 10 emergency = 95 >= 90, neither alone
+  e = error_for(c);
+  EXPECT_EQ(e.argument(), "config.budget");
+  for (const char* part : {"= 85 frames", "= 10 cells", "= 95 protected cells", "= 90 cells"}) {
+    EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
+  }
+  c.min_retention_ms = 840.0f;  // 84 + 10 = 94: still too many
+  EXPECT_THROW(c.validate(), audiokv::error);
+  c.min_retention_ms = 790.0f;  // 79 + 10 = 89 < 90
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST_F(FailedCalls, TargetBelowTheProtectedSetGivesTheReachableCount) {
+  eviction_plan plan;
+  // valid_config(): a 200 ms window of 10 ms frames protects the newest 20 of the 50 cells.
+  const audiokv::error e = thrown_by([&] { cache.plan_to(5, plan); });
+  EXPECT_EQ(e.argument(), "target_cells");
+  EXPECT_TRUE(contains(e.what(), "target_cells = 5")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "below the 20 cells")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "of 50 cached")) << e.what();
 }
 
 }  // namespace

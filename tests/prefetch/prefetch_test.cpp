@@ -404,8 +404,11 @@ TEST(Prefetch, TieredCacheReservePreservesStateAndOutstandingPlans) {
   cache.plan_to(cache.num_cells() - 20, after);
   EXPECT_EQ(digest(after), digest(before));
 
-  cache.apply(before);  // not stale: reserve() keeps the generation
-  same.apply(before);
+  cache.apply(before);      // not stale: reserve() keeps the generation
+  eviction_plan same_plan;  // the copy is another cache: it applies its own, equal plan
+  same.plan_to(same.num_cells() - 20, same_plan);
+  EXPECT_EQ(digest(same_plan), digest(before));
+  same.apply(same_plan);
   EXPECT_TRUE(take(cache) == take(same));
   // Both continue identically.
   std::vector<float> attention(2000, 0.0f);

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// Per-cell metadata and the plan/apply mechanics every policy shares: append validation,
-/// building a stable move map from an evict mask, and compacting per-cell arrays by a plan.
+/// Per-cell metadata and the plan/apply mechanics every policy shares: argument validation,
+/// cache identity, building a stable move map from an evict mask, and compacting per-cell
+/// arrays by a plan.
 #pragma once
 
+#include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../core/compaction.hpp"
@@ -13,6 +17,8 @@
 #include "../pool/eviction_plan.hpp"
 #include "../pool/frame.hpp"
 #include "../pool/pool_split.hpp"
+#include "../span.hpp"
+#include "describe.hpp"
 
 namespace audiokv::detail {
 
@@ -25,8 +31,45 @@ void compact_array(std::vector<T>& values, const eviction_plan& plan) {
   }
 }
 
+/// A process-wide unique, nonzero id (a relaxed atomic counter: uniqueness is all it needs).
+inline std::uint64_t next_cache_id() noexcept {
+  static std::atomic<std::uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+/// @brief The identity of one cache, stamped on its plans (eviction_plan::cache_id).
+///
+/// A copy is a different cache: copying (construction or assignment) draws a new id, so a
+/// plan made by the source is rejected by the copy even though both have the same history.
+/// A move relocates the same cache: the target takes the id (plans made before the move stay
+/// valid on it) and the moved-from object draws a new one.
+class cache_identity {
+ public:
+  cache_identity() noexcept : id_(next_cache_id()) {}
+  cache_identity(const cache_identity&) noexcept : id_(next_cache_id()) {}
+  cache_identity(cache_identity&& other) noexcept : id_(other.id_) { other.id_ = next_cache_id(); }
+  cache_identity& operator=(const cache_identity& other) noexcept {
+    if (this != &other) id_ = next_cache_id();
+    return *this;
+  }
+  cache_identity& operator=(cache_identity&& other) noexcept {
+    if (this != &other) {
+      id_ = other.id_;
+      other.id_ = next_cache_id();
+    }
+    return *this;
+  }
+  ~cache_identity() = default;
+
+  std::uint64_t value() const noexcept { return id_; }
+
+ private:
+  std::uint64_t id_;
+};
+
 /// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front (and
-/// grown only by reserve()).
+/// grown only by reserve()), and the identity stamped on plans. Every const member only reads:
+/// plan builders write into the plan (eviction_plan::scratch), never into the store.
 class cell_store {
  public:
   cell_store() = default;
@@ -38,7 +81,6 @@ class cell_store {
     flags_.resize(capacity);
     prior_.resize(capacity);
     tier_.resize(capacity);
-    evict_mask_.resize(capacity);
   }
 
   /// Grows every per-cell array to `new_capacity` slots, keeping cells, metadata, the
@@ -54,7 +96,6 @@ class cell_store {
     flags_.resize(new_capacity);
     prior_.resize(new_capacity);
     tier_.resize(new_capacity);
-    evict_mask_.resize(new_capacity);
     capacity_ = new_capacity;
   }
 
@@ -62,6 +103,8 @@ class cell_store {
   std::int32_t capacity() const noexcept { return capacity_; }
   std::int32_t num_speakers() const noexcept { return num_speakers_; }
   std::uint64_t generation() const noexcept { return generation_; }
+  /// Unique id of this cache (see cache_identity), stamped on every plan it builds.
+  std::uint64_t id() const noexcept { return identity_.value(); }
   /// Position of the newest frame ever appended (kept or not); appends must exceed it.
   std::int32_t newest_pos() const noexcept { return newest_pos_; }
   bool has_frames() const noexcept { return has_frames_; }
@@ -80,7 +123,9 @@ class cell_store {
     AUDIOKV_REQUIRE(count == 0 || frames != nullptr, where, "frames", "nullptr",
                     "must point to count frames");
     AUDIOKV_REQUIRE(static_cast<std::int64_t>(size_) + count <= capacity_, where, "count", count,
-                    "exceeds the free capacity (plan and apply an eviction first)");
+                    describe("exceeds the free capacity: ", capacity_ - size_, " of ", capacity_,
+                             " slots free (plan and apply an eviction first)")
+                        .c_str());
     std::int64_t previous = has_frames_ ? static_cast<std::int64_t>(newest_pos_) : INT64_MIN;
     for (std::int32_t i = 0; i < count; ++i) {
       const frame_meta& f = frames[i];
@@ -97,18 +142,44 @@ class cell_store {
     }
   }
 
-  /// Checks `rows` rows of one step's scores over the cached cells: [rows, size()], each
-  /// finite and >= 0; throws naming attention[j].
-  void validate_scores(const char* where, const float* attention, std::int32_t num_cells,
-                       std::int32_t rows = 1) const {
+  /// Checks num_cells == size(); throws naming "num_cells" with the expected count.
+  void validate_num_cells(const char* where, std::int32_t num_cells) const {
     AUDIOKV_REQUIRE(num_cells == size_, where, "num_cells", num_cells,
-                    "must equal the number of cached cells");
+                    describe("must equal the number of cached cells (", size_, ")").c_str());
+  }
+
+  /// Checks one step's scores over the cached cells, [num_cells] with num_cells == size(),
+  /// each finite and >= 0; throws naming attention[j].
+  void validate_scores(const char* where, const float* attention, std::int32_t num_cells) const {
+    validate_num_cells(where, num_cells);
     AUDIOKV_REQUIRE(num_cells == 0 || attention != nullptr, where, "attention", "nullptr",
                     "must point to the scores");
-    const std::int64_t total = static_cast<std::int64_t>(rows) * num_cells;
-    for (std::int64_t j = 0; j < total; ++j) {
+    for (std::int32_t j = 0; j < num_cells; ++j) {
       AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
                       indexed("attention", j), attention[j], "must be finite and >= 0");
+    }
+  }
+
+  /// Checks one step's GQA scores [group_size, num_cells] row-major: group_size >= 1,
+  /// num_cells == size(), then the length attention.size() == group_size * num_cells before
+  /// any element is read, then each value (finite, >= 0; throws naming attention[row][cell]).
+  void validate_group(const char* where, span<const float> attention, std::int32_t group_size,
+                      std::int32_t num_cells) const {
+    AUDIOKV_REQUIRE(group_size >= 1, where, "group_size", group_size, "must be >= 1");
+    validate_num_cells(where, num_cells);
+    const std::int64_t total = static_cast<std::int64_t>(group_size) * num_cells;
+    AUDIOKV_REQUIRE(
+        attention.size() == static_cast<std::size_t>(total), where, "attention.size()",
+        attention.size(),
+        describe("must equal group_size x num_cells = ", group_size, " x ", num_cells, " = ", total)
+            .c_str());
+    AUDIOKV_REQUIRE(total == 0 || attention.data() != nullptr, where, "attention", "nullptr",
+                    "must point to the scores");
+    const float* values = attention.data();
+    for (std::int64_t i = 0; i < total; ++i) {
+      AUDIOKV_REQUIRE(std::isfinite(values[i]) && values[i] >= 0.0f, where,
+                      indexed(indexed("attention", i / num_cells).c_str(), i % num_cells),
+                      values[i], "must be finite and >= 0");
     }
   }
 
@@ -132,21 +203,24 @@ class cell_store {
     ++generation_;
   }
 
-  /// Mutable evict mask [capacity], cleared for the current size. Scratch for plan builders.
-  std::uint8_t* clear_evict_mask() const {
-    for (std::int32_t i = 0; i < size_; ++i) evict_mask_[i] = 0;
-    return evict_mask_.data();
+  /// The evict mask in `out`'s scratch, [num_cells()] cleared to 0.
+  std::uint8_t* clear_evict_mask(eviction_plan& out) const {
+    std::uint8_t* mask = detail::plan_scratch::at_least(out.scratch.mask, size_);
+    for (std::int32_t i = 0; i < size_; ++i) mask[i] = 0;
+    return mask;
   }
 
-  /// Fills `out` (evict list, move map, sizes, generation) from the evict mask.
+  /// Fills `out` (evict list, move map, sizes, generation, cache id) from the evict mask in
+  /// its scratch (clear_evict_mask()).
   void build_plan(eviction_plan& out) const {
+    const std::uint8_t* mask = out.scratch.mask.data();
     out.evict.clear();
     out.promote.clear();
     out.demote.clear();
     out.move_to.resize(size_);
     std::int32_t kept = 0;
     for (std::int32_t i = 0; i < size_; ++i) {
-      const bool keep = evict_mask_[i] == 0;
+      const bool keep = mask[i] == 0;
       out.move_to[i] = core::compaction_target(keep, kept);
       if (keep) {
         ++kept;
@@ -157,24 +231,36 @@ class cell_store {
     out.n_kv_before = size_;
     out.n_kv_after = kept;
     out.generation = generation_;
+    out.cache_id = id();
     out.protections_released = 0;
   }
 
   /// An empty plan for the current state.
   void build_empty_plan(eviction_plan& out) const {
-    clear_evict_mask();
+    clear_evict_mask(out);
     build_plan(out);
+    out.scores.clear();
     out.ratio = 0.0f;
     out.normalized_entropy = 1.0f;
   }
 
   /// Throws unless `plan` was made for the current state and is well formed.
   void validate_plan(const char* where, const eviction_plan& plan) const {
-    AUDIOKV_REQUIRE(plan.generation == generation_ && plan.n_kv_before == size_, where,
-                    "plan.generation", plan.generation,
-                    "stale plan: it was made for another state of this cache");
+    AUDIOKV_REQUIRE(
+        plan.cache_id == id(), where, "plan.cache_id", plan.cache_id,
+        describe("foreign plan: it was made by cache ", plan.cache_id, ", not by this cache (id ",
+                 id(), "); a plan applies only to the cache that made it")
+            .c_str());
+    AUDIOKV_REQUIRE(
+        plan.generation == generation_ && plan.n_kv_before == size_, where, "plan.generation",
+        plan.generation,
+        describe("stale plan: it was made for generation ", plan.generation, " with ",
+                 plan.n_kv_before, " cells, but this cache is at generation ", generation_,
+                 " with ", size_, " cells (every append and apply starts a new generation)")
+            .c_str());
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
-                    "plan.move_to.size()", plan.move_to.size(), "must equal num_cells()");
+                    "plan.move_to.size()", plan.move_to.size(),
+                    describe("must equal num_cells() = ", size_).c_str());
     std::int32_t kept = 0;
     for (std::int32_t i = 0; i < size_; ++i) {
       const std::int32_t to = plan.move_to[i];
@@ -183,7 +269,7 @@ class cell_store {
       if (to != core::evicted_slot) ++kept;
     }
     AUDIOKV_REQUIRE(kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
-                    "must equal the number of kept cells");
+                    describe("must equal the number of kept cells (", kept, ")").c_str());
     // evict must list exactly the slots with move_to == -1, ascending.
     std::size_t next = 0;
     for (std::int32_t i = 0; i < size_; ++i) {
@@ -194,8 +280,9 @@ class cell_store {
                       "must list the evicted slots (move_to == -1) in ascending order");
       ++next;
     }
-    AUDIOKV_REQUIRE(next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
-                    "must equal the number of cells with move_to == -1");
+    AUDIOKV_REQUIRE(
+        next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
+        describe("must equal the number of cells with move_to == -1 (", next, ")").c_str());
     for (const std::int32_t slot : plan.promote) {
       AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
                           tier_[slot] == pool_tier::buffer,
@@ -229,13 +316,13 @@ class cell_store {
   std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits
   std::vector<float> prior_;           // [capacity]
   std::vector<pool_tier> tier_;        // [capacity]
-  mutable std::vector<std::uint8_t> evict_mask_;  // [capacity] scratch of plan builders
   std::int32_t capacity_ = 0;
   std::int32_t num_speakers_ = 1;
   std::int32_t size_ = 0;
   std::int32_t newest_pos_ = 0;
   bool has_frames_ = false;
   std::uint64_t generation_ = 1;
+  cache_identity identity_;  // a copy is another cache; a move keeps the id
 };
 
 }  // namespace audiokv::detail

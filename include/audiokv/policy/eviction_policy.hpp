@@ -5,11 +5,16 @@
 /// one (sequence, layer, KV head) cache; cells are kept in time order in slots [0, num_cells()).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "../detail/describe.hpp"
+#include "../error.hpp"
 #include "../pool/eviction_plan.hpp"
 #include "../pool/frame.hpp"
 #include "../pool/pool_split.hpp"
+#include "../span.hpp"
 
 namespace audiokv {
 
@@ -17,8 +22,20 @@ namespace audiokv {
 /// wants_eviction() is true, plan() then apply() (the engine applies the same plan to its K/V).
 ///
 /// Every method validates its arguments first and throws audiokv::error naming the bad one; a
-/// call that throws leaves the policy unchanged. plan() and plan_to() are const: they only
-/// compute. Not thread-safe per object; distinct objects are independent.
+/// call that throws leaves the policy unchanged. Buffers: each entry point that reads a
+/// caller's buffer takes its length with it, either as a span (checked: the length must match
+/// before anything is read) or as (pointer, count) where the count is the length (append,
+/// observe); std::vector and arrays convert to the span forms.
+///
+/// Plans: plan() and plan_to() are const and write only into `out`; apply() accepts only a
+/// plan made by this object (eviction_plan::cache_id == id()) for its current state
+/// (eviction_plan::generation).
+///
+/// Threads: mutating calls (append, observe, apply, reserve) need exclusive access. For
+/// tiered_cache every const call is read-only, so any number of threads may plan (each into
+/// its own eviction_plan) and read (num_cells, positions, tiers, is_protected, ...) at once.
+/// The baseline policies keep planning scratch in the object: at most one thread may run
+/// plan()/plan_to() on one baseline object at a time. Distinct objects are independent.
 class eviction_policy {
  public:
   virtual ~eviction_policy() = default;
@@ -27,12 +44,34 @@ class eviction_policy {
   virtual const char* name() const noexcept = 0;
 
   /// Appends `count` frames at slots [num_cells(), num_cells() + count).
+  /// @param frames [count] frames; `count` is the length read.
   /// @throws audiokv::error on a non-increasing position, bad metadata or exceeded capacity.
   virtual void append(const frame_meta* frames, std::int32_t count) = 0;
 
+  /// append() of every frame in `frames` (its length is the count).
+  /// @throws audiokv::error naming "frames.size()" when it exceeds INT32_MAX, else as append().
+  void append(span<const frame_meta> frames) {
+    AUDIOKV_REQUIRE(frames.size() <= static_cast<std::size_t>(INT32_MAX),
+                    (std::string(name()) + "::append").c_str(), "frames.size()", frames.size(),
+                    "must be <= INT32_MAX");
+    append(frames.data(), static_cast<std::int32_t>(frames.size()));
+  }
+
   /// One decode step's attention probabilities over the cached cells, in slot order.
-  /// @param attention [num_cells] finite, >= 0.
+  /// @param attention [num_cells] finite, >= 0; `num_cells` is the length read and must equal
+  ///        num_cells() (checked before any element is read).
   virtual void observe(const float* attention, std::int32_t num_cells) = 0;
+
+  /// observe() of one row whose length is checked: attention.size() must equal num_cells().
+  /// @throws audiokv::error naming "attention.size()" (with the expected length), else as
+  ///         observe().
+  void observe(span<const float> attention) {
+    AUDIOKV_REQUIRE(
+        attention.size() == static_cast<std::size_t>(num_cells()),
+        (std::string(name()) + "::observe").c_str(), "attention.size()", attention.size(),
+        detail::describe("must equal the number of cached cells (", num_cells(), ")").c_str());
+    observe(attention.data(), num_cells());
+  }
 
   /// True when the policy's trigger fires (e.g. utilisation reached 90% of the budget).
   virtual bool wants_eviction() const noexcept = 0;
@@ -44,6 +83,8 @@ class eviction_policy {
   virtual void plan_to(std::int32_t target_cells, eviction_plan& out) const = 0;
 
   /// Commits a plan made by this object for its current state.
+  /// @throws audiokv::error naming "plan.cache_id" for another cache's plan (both ids in the
+  ///         message), "plan.generation" for a stale one, or the malformed field.
   virtual void apply(const eviction_plan& plan) = 0;
 
   virtual std::int32_t num_cells() const noexcept = 0;
@@ -58,6 +99,10 @@ class eviction_policy {
   /// store with an int8 buffer arena (F12) keeps a cell's row in full precision only outside
   /// the buffer pool.
   virtual const pool_tier* tiers() const noexcept { return nullptr; }
+
+  /// The process-wide unique id stamped on this policy's plans (eviction_plan::cache_id). A
+  /// copy of a policy is another cache with a new id; a move keeps it.
+  virtual std::uint64_t id() const noexcept = 0;
 };
 
 }  // namespace audiokv

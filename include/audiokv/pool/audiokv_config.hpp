@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
+#include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "pool_split.hpp"
 #include "prefetch_config.hpp"
@@ -134,13 +136,38 @@ struct audiokv_config {
     AUDIOKV_REQUIRE(std::isfinite(drift_factor) && drift_factor > 0.0f, where,
                     "config.drift_factor", drift_factor, "must be > 0");
     prefetch.validate(where);
-    // The always-protected set (recent window + a full emergency pool) must fit under the
-    // trigger, or no eviction could ever get back under it.
-    const std::int64_t protected_cells =
-        static_cast<std::int64_t>(retention_frames()) + split.emergency_cells(budget);
-    AUDIOKV_REQUIRE(protected_cells < trigger_cells(), where, "config.budget", budget,
-                    "is too small for the protected set (recent window of min_retention_ms / "
-                    "frame_ms frames plus the emergency pool must stay below trigger * budget)");
+    validate_protected_set(where);
+  }
+
+  /// The always-protected set (the recent window plus a full emergency pool) must stay below
+  /// the trigger level, or no eviction could ever get back under it. The error names the
+  /// setting that breaks it: min_retention_ms when the recent window alone reaches the
+  /// trigger level, split.emergency when the emergency pool alone does, else budget; the
+  /// message gives every count.
+  void validate_protected_set(const char* where) const {
+    const std::int64_t recent = retention_frames();
+    const std::int64_t emergency = split.emergency_cells(budget);
+    const std::int64_t trigger_level = trigger_cells();
+    if (recent + emergency < trigger_level) return;
+    const std::string counts = detail::describe(
+        "the recent window (ceil(min_retention_ms / frame_ms) = ceil(", min_retention_ms, " / ",
+        frame_ms, ") = ", recent,
+        " frames) plus the emergency pool (floor(split.emergency x budget) = floor(",
+        split.emergency, " x ", budget, ") = ", emergency, " cells) = ", recent + emergency,
+        " protected cells must stay below the trigger level (ceil(trigger x budget) = ceil(",
+        trigger, " x ", budget, ") = ", trigger_level, " cells)");
+    if (recent >= trigger_level) {
+      detail::throw_invalid(where, "config.min_retention_ms", min_retention_ms,
+                            (counts + "; lower min_retention_ms (or raise budget)").c_str());
+    }
+    if (emergency >= trigger_level) {
+      detail::throw_invalid(where, "split.emergency", split.emergency,
+                            (counts + "; lower split.emergency (or raise trigger)").c_str());
+    }
+    detail::throw_invalid(where, "config.budget", budget,
+                          (counts + "; raise budget (or lower min_retention_ms or "
+                                    "split.emergency)")
+                              .c_str());
   }
 };
 

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "../detail/describe.hpp"
 #include "../error.hpp"
+#include "../span.hpp"
 #include "eviction_plan.hpp"
 
 namespace audiokv {
@@ -37,16 +39,32 @@ class sequence_batch {
   /// The plan made for sequence s by the last plan_all().
   const eviction_plan& plan(std::int32_t s) const { return plans_[s]; }
 
-  /// Scores of sequence s are scores[indptr[s] .. indptr[s + 1]), one per cached cell.
+  /// Scores of sequence s are scores[indptr[s] .. indptr[s + 1]), one per cached cell. The
+  /// lengths are checked before anything is read: indptr.size() == size() + 1 and
+  /// scores.size() == indptr[size()] (the offsets themselves are checked against each
+  /// sequence's num_cells() first).
+  /// @throws audiokv::error naming "indptr.size()", "indptr[s]", "scores.size()" or
+  ///         "scores[j]"; no sequence changes.
+  void observe(span<const float> scores, span<const std::int64_t> indptr) {
+    constexpr const char* where = "sequence_batch::observe";
+    AUDIOKV_REQUIRE(indptr.size() == static_cast<std::size_t>(size()) + 1, where, "indptr.size()",
+                    indptr.size(),
+                    detail::describe("must equal size() + 1 = ", size() + 1).c_str());
+    check_offsets(where, indptr.data());
+    AUDIOKV_REQUIRE(static_cast<std::int64_t>(scores.size()) == indptr[size()], where,
+                    "scores.size()", scores.size(),
+                    detail::describe("must equal indptr[size()] = ", indptr[size()]).c_str());
+    observe(scores.data(), indptr.data());
+  }
+
+  /// The unchecked-length form: reads size() + 1 offsets from `indptr` and indptr[size()]
+  /// scores, which the caller guarantees the buffers hold. Prefer the span form.
   /// @param indptr [size() + 1], non-decreasing, indptr[0] == 0.
   void observe(const float* scores, const std::int64_t* indptr) {
     constexpr const char* where = "sequence_batch::observe";
     AUDIOKV_REQUIRE(indptr != nullptr, where, "indptr", "nullptr", "must hold size() + 1 offsets");
-    AUDIOKV_REQUIRE(indptr[0] == 0, where, "indptr[0]", indptr[0], "must be 0");
+    check_offsets(where, indptr);
     for (std::int32_t s = 0; s < size(); ++s) {
-      const std::int64_t length = indptr[s + 1] - indptr[s];
-      AUDIOKV_REQUIRE(length == sequences_[s].num_cells(), where, detail::indexed("indptr", s + 1),
-                      indptr[s + 1], "must make sequence s's length equal its num_cells()");
       for (std::int64_t j = indptr[s]; j < indptr[s + 1]; ++j) {
         AUDIOKV_REQUIRE(std::isfinite(scores[j]) && scores[j] >= 0.0f, where,
                         detail::indexed("scores", j), scores[j], "must be finite and >= 0");
@@ -74,6 +92,19 @@ class sequence_batch {
   }
 
  private:
+  /// indptr[0] == 0 and each sequence's length indptr[s + 1] - indptr[s] == its num_cells().
+  void check_offsets(const char* where, const std::int64_t* indptr) const {
+    AUDIOKV_REQUIRE(indptr[0] == 0, where, "indptr[0]", indptr[0], "must be 0");
+    for (std::int32_t s = 0; s < size(); ++s) {
+      const std::int64_t length = indptr[s + 1] - indptr[s];
+      AUDIOKV_REQUIRE(length == sequences_[s].num_cells(), where, detail::indexed("indptr", s + 1),
+                      indptr[s + 1],
+                      detail::describe("must make sequence ", s, "'s length (", length,
+                                       ") equal its num_cells() = ", sequences_[s].num_cells())
+                          .c_str());
+    }
+  }
+
   std::vector<Policy> sequences_;
   std::vector<eviction_plan> plans_;
 };

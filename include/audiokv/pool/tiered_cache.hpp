@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "../error.hpp"
 #include "../policy/eviction_policy.hpp"
 #include "../policy/smoothing_pipeline.hpp"
+#include "../span.hpp"
 #include "audiokv_config.hpp"
 #include "capacity_forecast.hpp"
 #include "eviction_plan.hpp"
@@ -49,7 +51,15 @@ struct audiokv_stats {
 ///
 /// Memory: every array is sized from config.capacity in the constructor and grows only in
 /// reserve() (which prefetch() calls when config.prefetch.enabled); append, observe, plan (into
-/// a reserved plan) and apply never allocate. Not thread-safe per object.
+/// a plan reserved for capacity()) and apply never allocate.
+///
+/// Threads: every const member only reads the cache. plan() and plan_to() keep their working
+/// memory in the eviction_plan they fill, so several threads may plan at once on one cache,
+/// each into its own plan, while others call const readers (num_cells, is_protected, tiers,
+/// ...); this holds as long as each stage of Pipeline is itself read-only in apply() (every
+/// stage of policy/ is, except spectral_lowpass_stage, whose FFT buffer lives in the stage).
+/// Mutating calls (append, observe, observe_group, apply, reserve, prefetch) need exclusive
+/// access.
 template <class Pipeline = default_pipeline>
 class tiered_cache final : public eviction_policy {
  public:
@@ -66,24 +76,23 @@ class tiered_cache final : public eviction_policy {
     const std::int32_t capacity = config_.reserved_capacity();
     importance_.resize(capacity);
     evaluated_.resize(capacity);
-    smoothed_.resize(capacity);
-    final_.resize(capacity);
-    scratch_.resize(capacity);
-    protection_.resize(capacity);
-    order_.resize(capacity);
-    order_b_.resize(capacity);
-    boundary_pos_.resize(capacity);
-    tier_after_.resize(capacity);
-    key_bits_.resize(capacity);
+    group_scores_.resize(capacity);
     baseline_.assign(config_.num_speakers, 0.0f);
     speaker_sum_.assign(config_.num_speakers, 0.0);
     speaker_count_.assign(config_.num_speakers, 0);
   }
 
+  // The span forms of append() and observe() (checked lengths) come from eviction_policy.
+  using eviction_policy::append;
+  using eviction_policy::observe;
+
   const char* name() const noexcept override { return "audiokv"; }
   const audiokv_config& config() const noexcept { return config_; }
   Pipeline& pipeline() noexcept { return pipeline_; }
+  /// Unique id stamped on this cache's plans; a copy of the cache gets a new one.
+  std::uint64_t id() const noexcept override { return store_.id(); }
 
+  /// Appends `count` frames (`frames` points to count of them); see eviction_policy::append.
   void append(const frame_meta* frames, std::int32_t count) override {
     store_.validate_append("tiered_cache::append", frames, count);
     std::int32_t sinks = count_flag(frame_flag_sink);
@@ -104,9 +113,11 @@ class tiered_cache final : public eviction_policy {
     if (config_.prefetch.enabled) pending_frames_ += count;
   }
 
+  /// One step's attention over the cached cells; `num_cells` is the length read and must equal
+  /// num_cells() (checked first).
   void observe(const float* attention, std::int32_t num_cells) override {
     store_.validate_scores("tiered_cache::observe", attention, num_cells);
-    const std::int32_t n = store_.size();
+    const std::int32_t n = num_cells;  // == store_.size(), and the length of `attention`
     for (std::int32_t j = 0; j < n; ++j) {
       importance_[j] = core::importance_update(importance_[j], attention[j], config_.alpha);
       evaluated_[j] |= attention[j] * static_cast<float>(n) >= config_.evaluation_share;
@@ -117,19 +128,36 @@ class tiered_cache final : public eviction_policy {
 
   /// F27: observe the attention of one GQA group, [group_size, num_cells] row-major, reduced
   /// per cell by `mode` into the KV head's score. Uses no K/V and allocates nothing.
+  ///
+  /// Checks, in order and before reading any score: group_size >= 1, num_cells == num_cells(),
+  /// attention.size() == group_size * num_cells; then each score (a NaN, infinity or negative
+  /// value throws naming "attention[row][cell]").
+  /// @throws audiokv::error naming "group_size", "num_cells", "attention.size()", "attention" or
+  ///         "attention[row][cell]"; the cache is unchanged.
+  void observe_group(span<const float> attention, std::int32_t group_size, std::int32_t num_cells,
+                     gqa_reduce mode = gqa_reduce::mean) {
+    store_.validate_group("tiered_cache::observe_group", attention, group_size, num_cells);
+    for (std::int32_t j = 0; j < num_cells; ++j) {
+      group_scores_[j] = core::reduce_group(attention.data(), group_size, num_cells, j, mode);
+    }
+    observe(group_scores_.data(), num_cells);
+  }
+
+  /// The unchecked-length form: reads exactly group_size * num_cells floats from `attention`,
+  /// which the caller guarantees it holds (the pointer carries no length to check). Prefer the
+  /// span form above, which a std::vector or an array converts to.
   void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
                      gqa_reduce mode = gqa_reduce::mean) {
-    AUDIOKV_REQUIRE(group_size >= 1, "tiered_cache::observe_group", "group_size", group_size,
-                    "must be >= 1");
-    store_.validate_scores("tiered_cache::observe_group", attention, num_cells, group_size);
-    for (std::int32_t j = 0; j < num_cells; ++j) {
-      scratch_[j] = core::reduce_group(attention, group_size, num_cells, j, mode);
-    }
-    observe(scratch_.data(), num_cells);
+    const std::int64_t length =
+        group_size >= 1 && num_cells >= 0 ? static_cast<std::int64_t>(group_size) * num_cells : 0;
+    observe_group(span<const float>(attention, static_cast<std::size_t>(length)), group_size,
+                  num_cells, mode);
   }
 
   bool wants_eviction() const noexcept override { return store_.size() >= trigger_cells_; }
 
+  /// The eviction the trigger asks for, into `out` (read-only on the cache; the working memory
+  /// is out.scratch, so reserve `out` for capacity() to plan without allocating).
   void plan(eviction_plan& out) const override {
     if (!wants_eviction()) {
       store_.build_empty_plan(out);
@@ -138,6 +166,9 @@ class tiered_cache final : public eviction_policy {
     plan_down_to(trigger_cells_ - 1, /*use_ratio=*/true, out);
   }
 
+  /// An eviction down to exactly min(num_cells(), target_cells) cells.
+  /// @throws audiokv::error naming "target_cells" when it is negative or below the cells no
+  ///         plan may evict (the message gives both counts).
   void plan_to(std::int32_t target_cells, eviction_plan& out) const override {
     AUDIOKV_REQUIRE(target_cells >= 0, "tiered_cache::plan_to", "target_cells", target_cells,
                     "must be >= 0");
@@ -182,15 +213,7 @@ class tiered_cache final : public eviction_policy {
     if (new_capacity <= capacity()) return;
     importance_.resize(new_capacity);
     evaluated_.resize(new_capacity);
-    smoothed_.resize(new_capacity);
-    final_.resize(new_capacity);
-    scratch_.resize(new_capacity);
-    protection_.resize(new_capacity);
-    order_.resize(new_capacity);
-    order_b_.resize(new_capacity);
-    boundary_pos_.resize(new_capacity);
-    tier_after_.resize(new_capacity);
-    key_bits_.resize(new_capacity);
+    group_scores_.resize(new_capacity);
     // Last: capacity() changes only once every array has grown, so a std::bad_alloc above
     // leaves the observable state as it was (arrays longer than capacity() are unused).
     store_.reserve(new_capacity);
@@ -232,10 +255,9 @@ class tiered_cache final : public eviction_policy {
   /// Frames appended since the last prefetch() (counted only when prefetch is enabled).
   std::int64_t pending_frames() const noexcept { return pending_frames_; }
 
-  /// [num_cells()] importance I of each cell (F2).
+  /// [num_cells()] importance I of each cell (F2). The final scores a plan ranked are in its
+  /// eviction_plan::scores.
   const float* importance() const noexcept { return importance_.data(); }
-  /// [num_cells()] final scores of the last plan (valid until the next append/apply).
-  const float* last_scores() const noexcept { return final_.data(); }
   /// [num_cells()] pool of each cell.
   const pool_tier* tiers() const noexcept override { return store_.tier(); }
   /// [num_speakers] running mean importance per speaker (F16).
@@ -254,12 +276,17 @@ class tiered_cache final : public eviction_policy {
 
   /// True when a plan may evict cell `slot` only as a last resort: recent window or sink
   /// (never), emergency pool (only on its own overflow), or a buffer cell near a phoneme
-  /// boundary (only when the target cannot be met otherwise). Recomputed on each call.
+  /// boundary (only when the target cannot be met otherwise). Read-only: O(log n + radius)
+  /// from the positions, no scratch, so it may run while other threads plan.
+  /// @throws audiokv::error naming "slot" unless 0 <= slot < num_cells().
   bool is_protected(std::int32_t slot) const {
-    mark_protection();
+    AUDIOKV_REQUIRE(
+        slot >= 0 && slot < store_.size(), "tiered_cache::is_protected", "slot", slot,
+        detail::describe("must be in [0, num_cells()) = [0, ", store_.size(), ")").c_str());
     const pool_tier tier = store_.tier()[slot];
-    return protection_[slot] == always || tier == pool_tier::emergency ||
-           (protection_[slot] == boundary && tier == pool_tier::buffer);
+    const protection_level level = protection_of(slot);
+    return level == always || tier == pool_tier::emergency ||
+           (level == boundary && tier == pool_tier::buffer);
   }
 
  private:
@@ -313,10 +340,44 @@ class tiered_cache final : public eviction_policy {
     return drift;
   }
 
+  /// Pointers into a plan's scratch, each sized for the current cells.
+  struct workspace {
+    float* final_scores;         // [n] weighted final scores (the plan's `scores`)
+    float* smoothed;             // [n] pipeline output
+    float* pipeline;             // [n] pipeline ping-pong
+    std::uint8_t* protection;    // [n] protection_level
+    std::int32_t* order;         // [n] candidate indices
+    std::int32_t* order_b;       // [n] second index list
+    std::int32_t* boundary_pos;  // [n] positions of active boundaries
+    pool_tier* tier_after;       // [n] tiers once the plan applies
+    std::uint32_t* key_bits;     // [n] ordered score bits
+    std::uint8_t* mask;          // [n] evict mask, cleared
+  };
+
+  /// Sizes `out`'s scores and scratch for the current cells (no allocation once `out` is
+  /// reserved for capacity()).
+  workspace bind(eviction_plan& out) const {
+    using scratch = detail::plan_scratch;
+    const std::int32_t n = store_.size();
+    detail::plan_scratch& s = out.scratch;
+    out.scores.resize(static_cast<std::size_t>(n));
+    return workspace{out.scores.data(),
+                     scratch::at_least(s.smoothed, n),
+                     scratch::at_least(s.pipeline, n),
+                     scratch::at_least(s.protection, n),
+                     scratch::at_least(s.order, n),
+                     scratch::at_least(s.order_b, n),
+                     scratch::at_least(s.boundary_pos, n),
+                     scratch::at_least(s.tier_after, n),
+                     scratch::at_least(s.key_bits, n),
+                     store_.clear_evict_mask(out)};
+  }
+
   /// Smoothed scores (pipeline over importance in time order) and final scores (F14, F19).
-  void score_cells() const {
+  void score_cells(const workspace& w) const {
     const std::int32_t n = store_.size();
     const stage_context ctx{store_.speaker(), baseline_.data(), config_.num_speakers, store_.pos()};
+    float* final_scores = w.final_scores;
     // Cells never evaluated enter the pipeline at the mean importance of all cells, so they
     // compete by position (an even stride under local_rank_stage), not by noise.
     const float* input = importance_.data();
@@ -325,50 +386,75 @@ class tiered_cache final : public eviction_policy {
       for (std::int32_t j = 0; j < n; ++j) mean += importance_[j];
       mean = n > 0 ? mean / n : 0.0;
       for (std::int32_t j = 0; j < n; ++j) {
-        final_[j] = evaluated_[j] ? importance_[j] : static_cast<float>(mean);
+        final_scores[j] = evaluated_[j] ? importance_[j] : static_cast<float>(mean);
       }
-      input = final_.data();
+      input = final_scores;
     }
-    pipeline_.apply(input, smoothed_.data(), scratch_.data(), n, ctx);
+    pipeline_.apply(input, w.smoothed, w.pipeline, n, ctx);
     for (std::int32_t j = 0; j < n; ++j) {
-      float s = smoothed_[j] * (1.0f + config_.voice_weight * store_.voice()[j]);
+      float s = w.smoothed[j] * (1.0f + config_.voice_weight * store_.voice()[j]);
       s = config_.prior == prior_mode::add ? s + store_.prior()[j] : s * (1.0f + store_.prior()[j]);
       // Extreme finite inputs can overflow: NaN ranks lowest, infinities clamp, so selection
       // keys and the entropy stay defined.
-      final_[j] = s == s ? core::clamp_to(s, -FLT_MAX, FLT_MAX) : -FLT_MAX;
+      final_scores[j] = s == s ? core::clamp_to(s, -FLT_MAX, FLT_MAX) : -FLT_MAX;
     }
   }
 
+  /// Positions at or after this one are in the F18 recent window.
+  std::int64_t recent_from() const {
+    return static_cast<std::int64_t>(store_.newest_pos()) - config_.retention_frames() + 1;
+  }
+  /// Boundaries at or after this position still protect their neighbourhood (F15 horizon).
+  std::int64_t boundary_from() const {
+    return static_cast<std::int64_t>(store_.newest_pos()) - config_.boundary_horizon_frames();
+  }
+
   /// F18 recent window and sinks: always; F15 neighbourhoods of boundaries younger than the
-  /// horizon: boundary.
-  void mark_protection() const {
+  /// horizon: boundary. Writes w.protection[0, n) (w.boundary_pos as scratch).
+  void mark_protection(const workspace& w) const {
     const std::int32_t n = store_.size();
     const std::int32_t* pos = store_.pos();
-    const std::int64_t newest = store_.newest_pos();
-    const std::int64_t recent_from = newest - config_.retention_frames() + 1;
-    const std::int64_t boundary_from = newest - config_.boundary_horizon_frames();
+    const std::int64_t recent = recent_from();
+    const std::int64_t horizon = boundary_from();
     std::int32_t num_boundaries = 0;
     for (std::int32_t j = 0; j < n; ++j) {
-      if ((store_.flags()[j] & frame_flag_phoneme_boundary) && pos[j] >= boundary_from) {
-        boundary_pos_[num_boundaries++] = pos[j];
+      if ((store_.flags()[j] & frame_flag_phoneme_boundary) && pos[j] >= horizon) {
+        w.boundary_pos[num_boundaries++] = pos[j];
       }
     }
     const std::int64_t radius = config_.boundary_radius;
     std::int32_t b = 0;
     for (std::int32_t j = 0; j < n; ++j) {
-      while (b < num_boundaries && boundary_pos_[b] + radius < pos[j]) ++b;
-      const bool near_boundary = b < num_boundaries && boundary_pos_[b] - radius <= pos[j];
-      const bool always_kept = pos[j] >= recent_from || (store_.flags()[j] & frame_flag_sink);
-      protection_[j] = always_kept ? always : near_boundary ? boundary : unprotected;
+      while (b < num_boundaries && w.boundary_pos[b] + radius < pos[j]) ++b;
+      const bool near_boundary = b < num_boundaries && w.boundary_pos[b] - radius <= pos[j];
+      const bool always_kept = pos[j] >= recent || (store_.flags()[j] & frame_flag_sink);
+      w.protection[j] = always_kept ? always : near_boundary ? boundary : unprotected;
     }
+  }
+
+  /// mark_protection()'s level of one cell without scratch: a boundary protects `slot` when
+  /// its position lies in [pos - radius, pos + radius] and at or after boundary_from(); the
+  /// cells in that range are found by binary search (positions ascend).
+  protection_level protection_of(std::int32_t slot) const {
+    const std::int32_t* pos = store_.pos();
+    const std::int64_t p = pos[slot];
+    if (p >= recent_from() || (store_.flags()[slot] & frame_flag_sink)) return always;
+    const std::int64_t radius = config_.boundary_radius;
+    const std::int64_t from = std::max(p - radius, boundary_from());
+    const std::int32_t* first = std::lower_bound(
+        pos, pos + store_.size(), from, [](std::int32_t a, std::int64_t b) { return a < b; });
+    for (const std::int32_t* it = first; it != pos + store_.size() && *it <= p + radius; ++it) {
+      if (store_.flags()[it - pos] & frame_flag_phoneme_boundary) return boundary;
+    }
+    return unprotected;
   }
 
   /// Marks the `count` lowest (score, position) cells among order[0..size) (ascending slots)
   /// in the evict mask; a radix select in the order of core/selection_key.hpp.
-  std::int32_t evict_lowest(const std::int32_t* order, std::int32_t size, std::int32_t count,
-                            std::uint8_t* mask) const {
+  std::int32_t evict_lowest(const workspace& w, const std::int32_t* order, std::int32_t size,
+                            std::int32_t count) const {
     count = std::min(count, size);
-    detail::radix_select_lowest(final_.data(), order, size, count, key_bits_.data(), mask);
+    detail::radix_select_lowest(w.final_scores, order, size, count, w.key_bits, w.mask);
     return std::max(count, 0);
   }
 
@@ -387,95 +473,108 @@ class tiered_cache final : public eviction_policy {
   /// unprotected buffer cells at ratio r (F7), at least down to `target`; then the base pool's
   /// weakest, then boundary-protected cells, if the target demands it.
   void plan_down_to(std::int32_t target, bool use_ratio, eviction_plan& out) const {
-    score_cells();
-    mark_protection();
-    std::uint8_t* mask = store_.clear_evict_mask();
+    const workspace w = bind(out);
+    score_cells(w);
+    mark_protection(w);
+    std::uint8_t* mask = w.mask;
+    const std::uint8_t* protection = w.protection;
+    pool_tier* tier_after = w.tier_after;
+    std::int32_t* order = w.order;
     const std::uint8_t* flags = store_.flags();
     const std::int32_t n = store_.size();
-    for (std::int32_t j = 0; j < n; ++j) tier_after_[j] = store_.tier()[j];
+    for (std::int32_t j = 0; j < n; ++j) tier_after[j] = store_.tier()[j];
     std::int32_t needed = n - target;
 
-    const std::int32_t emergency = gather(
-        order_.data(), [&](std::int32_t j) { return tier_after_[j] == pool_tier::emergency; });
+    const std::int32_t emergency =
+        gather(order, [&](std::int32_t j) { return tier_after[j] == pool_tier::emergency; });
     std::int32_t overflow = emergency - emergency_cells_;
     // An explicit target is exact: overflow then goes only as far as the target needs.
     for (std::int32_t i = 0; i < emergency && overflow > 0 && (use_ratio || needed > 0); ++i) {
-      const std::int32_t j = order_[i];
-      if ((flags[j] & frame_flag_sink) || protection_[j] == always) continue;
+      const std::int32_t j = order[i];
+      if ((flags[j] & frame_flag_sink) || protection[j] == always) continue;
       mask[j] = 1;
       --overflow;
       --needed;
     }
 
-    plan_promotions();
+    plan_promotions(w);
 
-    const std::int32_t candidates = gather(order_.data(), [&](std::int32_t j) {
-      return tier_after_[j] == pool_tier::buffer && protection_[j] == unprotected;
+    const std::int32_t candidates = gather(order, [&](std::int32_t j) {
+      return tier_after[j] == pool_tier::buffer && protection[j] == unprotected;
     });
     core::entropy_accumulator entropy;
-    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(final_[order_[i]]);
+    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(w.final_scores[order[i]]);
     out.normalized_entropy = entropy.normalized_entropy();
     out.ratio = use_ratio ? core::entropy_eviction_ratio(out.normalized_entropy, config_.base_rate,
                                                          config_.lambda)
                           : 0.0f;
     const std::int32_t by_ratio = use_ratio ? core::ratio_count(out.ratio, candidates) : 0;
-    needed -= evict_lowest(order_.data(), candidates, std::max(by_ratio, needed), mask);
+    needed -= evict_lowest(w, order, candidates, std::max(by_ratio, needed));
 
     if (needed > 0) {
-      const std::int32_t base = gather(order_.data(), [&](std::int32_t j) {
+      const std::int32_t base = gather(order, [&](std::int32_t j) {
         // A boundary-protected buffer cell promoted by this plan goes only in the boundary
         // stage below, where it is counted as a released protection.
         const bool boundary_buffer =
-            store_.tier()[j] == pool_tier::buffer && protection_[j] == boundary;
-        return tier_after_[j] == pool_tier::base && !mask[j] && protection_[j] != always &&
+            store_.tier()[j] == pool_tier::buffer && protection[j] == boundary;
+        return tier_after[j] == pool_tier::base && !mask[j] && protection[j] != always &&
                !boundary_buffer;
       });
-      needed -= evict_lowest(order_.data(), base, needed, mask);
+      needed -= evict_lowest(w, order, base, needed);
     }
     std::int32_t released = 0;
     if (needed > 0) {
-      const std::int32_t soft = gather(order_.data(), [&](std::int32_t j) {
-        return store_.tier()[j] == pool_tier::buffer && !mask[j] && protection_[j] == boundary;
+      const std::int32_t soft = gather(order, [&](std::int32_t j) {
+        return store_.tier()[j] == pool_tier::buffer && !mask[j] && protection[j] == boundary;
       });
-      released = evict_lowest(order_.data(), soft, needed, mask);
+      released = evict_lowest(w, order, soft, needed);
       needed -= released;
     }
-    AUDIOKV_REQUIRE(needed <= 0, "tiered_cache::plan", "target_cells", target,
-                    "is below the protected set (recent window, sinks, emergency pool)");
+    AUDIOKV_REQUIRE(
+        needed <= 0, "tiered_cache::plan", "target_cells", target,
+        detail::describe("is below the ", target + needed, " cells no plan may evict (of ", n,
+                         " cached: recent window of ", config_.retention_frames(),
+                         " frames, sinks, emergency pool)")
+            .c_str());
     store_.build_plan(out);
     out.protections_released = released;
     for (std::int32_t j = 0; j < n; ++j) {
-      if (mask[j] || tier_after_[j] == store_.tier()[j]) continue;
-      (tier_after_[j] == pool_tier::base ? out.promote : out.demote).push_back(j);
+      if (mask[j] || tier_after[j] == store_.tier()[j]) continue;
+      (tier_after[j] == pool_tier::base ? out.promote : out.demote).push_back(j);
     }
   }
 
-  /// F8 on tier_after_: buffer cells past the recent window, best first, fill the base pool's
+  /// F8 on w.tier_after: buffer cells past the recent window, best first, fill the base pool's
   /// room, then replace base cells that score lower (those return to the buffer).
-  void plan_promotions() const {
+  void plan_promotions(const workspace& w) const {
     const std::int32_t* pos = store_.pos();
-    const std::int32_t ready = gather(order_.data(), [&](std::int32_t j) {
-      return tier_after_[j] == pool_tier::buffer && protection_[j] != always;
+    const float* final_scores = w.final_scores;
+    pool_tier* tier_after = w.tier_after;
+    std::int32_t* order = w.order;
+    std::int32_t* order_b = w.order_b;
+    const std::int32_t ready = gather(order, [&](std::int32_t j) {
+      return tier_after[j] == pool_tier::buffer && w.protection[j] != always;
     });
-    std::sort(order_.data(), order_.data() + ready, [&](std::int32_t a, std::int32_t b) {
-      return core::evicts_before(final_[b], pos[b], final_[a], pos[a]);
+    std::sort(order, order + ready, [&](std::int32_t a, std::int32_t b) {
+      return core::evicts_before(final_scores[b], pos[b], final_scores[a], pos[a]);
     });
     const std::int32_t base =
-        gather(order_b_.data(), [&](std::int32_t j) { return tier_after_[j] == pool_tier::base; });
+        gather(order_b, [&](std::int32_t j) { return tier_after[j] == pool_tier::base; });
     std::int32_t next = 0;
     for (std::int32_t room = base_cells_ - base; next < ready && room > 0; ++next, --room) {
-      tier_after_[order_[next]] = pool_tier::base;
+      tier_after[order[next]] = pool_tier::base;
     }
-    std::sort(order_b_.data(), order_b_.data() + base, [&](std::int32_t a, std::int32_t b) {
-      return core::evicts_before(final_[a], pos[a], final_[b], pos[b]);
+    std::sort(order_b, order_b + base, [&](std::int32_t a, std::int32_t b) {
+      return core::evicts_before(final_scores[a], pos[a], final_scores[b], pos[b]);
     });
     for (std::int32_t weakest = 0; next < ready && weakest < base; ++next, ++weakest) {
-      const std::int32_t incoming = order_[next], outgoing = order_b_[weakest];
-      if (!core::evicts_before(final_[outgoing], pos[outgoing], final_[incoming], pos[incoming])) {
+      const std::int32_t incoming = order[next], outgoing = order_b[weakest];
+      if (!core::evicts_before(final_scores[outgoing], pos[outgoing], final_scores[incoming],
+                               pos[incoming])) {
         break;
       }
-      tier_after_[incoming] = pool_tier::base;
-      tier_after_[outgoing] = pool_tier::buffer;
+      tier_after[incoming] = pool_tier::base;
+      tier_after[outgoing] = pool_tier::buffer;
     }
   }
 
@@ -485,22 +584,14 @@ class tiered_cache final : public eviction_policy {
   std::int32_t base_cells_;
   std::int32_t emergency_cells_;
   std::int32_t trigger_cells_;
-  std::vector<std::uint8_t> evaluated_;  // [capacity] 1 once attention >= evaluation_share / n
-  std::vector<float> importance_;        // [capacity] F2 importance, slot order
-  mutable std::vector<float> smoothed_;  // [capacity] pipeline output
-  mutable std::vector<float> final_;     // [capacity] weighted final scores
-  mutable std::vector<float> scratch_;   // [capacity] pipeline ping-pong / GQA
-  mutable std::vector<std::uint8_t> protection_;    // [capacity] protection_level
-  mutable std::vector<std::int32_t> order_;         // [capacity] candidate indices
-  mutable std::vector<std::int32_t> order_b_;       // [capacity] second index list
-  mutable std::vector<std::int32_t> boundary_pos_;  // [capacity] positions of boundaries
-  mutable std::vector<pool_tier> tier_after_;       // [capacity] tiers once the plan applies
-  mutable std::vector<std::uint32_t> key_bits_;     // [capacity] ordered score bits
-  std::vector<float> baseline_;                     // [num_speakers] F16 running means
-  double global_std_ = 0.0;                         // F17 running mean of the recent std
-  std::int64_t drift_history_ = 0;                  // steps that fed global_std_
-  std::vector<double> speaker_sum_;                 // [num_speakers] scratch
-  std::vector<std::int32_t> speaker_count_;         // [num_speakers] scratch
+  std::vector<std::uint8_t> evaluated_;      // [capacity] 1 once attention >= evaluation_share / n
+  std::vector<float> importance_;            // [capacity] F2 importance, slot order
+  std::vector<float> group_scores_;          // [capacity] observe_group's reduced row
+  std::vector<float> baseline_;              // [num_speakers] F16 running means
+  double global_std_ = 0.0;                  // F17 running mean of the recent std
+  std::int64_t drift_history_ = 0;           // steps that fed global_std_
+  std::vector<double> speaker_sum_;          // [num_speakers] scratch
+  std::vector<std::int32_t> speaker_count_;  // [num_speakers] scratch
   audiokv_stats stats_;
   capacity_forecast forecast_;       // F13 frame-rate and burst estimates
   std::int64_t pending_frames_ = 0;  // frames appended since the last prefetch()

@@ -103,7 +103,15 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
     heads_[h]->observe(attention, num_cells);
     drop_uncommitted_round();
   }
-  /// Head h's G query-head rows [group_size, num_cells of head h].
+  /// Head h's G query-head rows [group_size, num_cells of head h]; the length of `attention`
+  /// is checked (snapkv::observe_group) before any score is read.
+  void observe_group(std::int32_t h, span<const float> attention, std::int32_t group_size,
+                     std::int32_t num_cells) {
+    check_head("adakv_group::observe_group", h);
+    heads_[h]->observe_group(attention, group_size, num_cells);
+    drop_uncommitted_round();
+  }
+  /// The unchecked-length form: reads exactly group_size * num_cells floats.
   void observe_group(std::int32_t h, const float* attention, std::int32_t group_size,
                      std::int32_t num_cells) {
     check_head("adakv_group::observe_group", h);
@@ -288,7 +296,13 @@ class adakv_head final : public eviction_policy {
     group_->head(head_);  // validates the index
   }
 
+  // The span forms of append() and observe() (checked lengths) come from eviction_policy.
+  using eviction_policy::append;
+  using eviction_policy::observe;
+
   const char* name() const noexcept override { return "adakv"; }
+  /// The id of this head's cache, stamped on its plans.
+  std::uint64_t id() const noexcept override { return head_ref().id(); }
   adakv_group& group() noexcept { return *group_; }
   std::int32_t head_index() const noexcept { return head_; }
 
@@ -298,6 +312,11 @@ class adakv_head final : public eviction_policy {
   void observe(const float* attention, std::int32_t num_cells) override {
     group_->observe(head_, attention, num_cells);
   }
+  /// This head's G query-head rows, length checked (see adakv_group::observe_group).
+  void observe_group(span<const float> attention, std::int32_t group_size, std::int32_t num_cells) {
+    group_->observe_group(head_, attention, group_size, num_cells);
+  }
+  /// The unchecked-length form: reads exactly group_size * num_cells floats.
   void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells) {
     group_->observe_group(head_, attention, group_size, num_cells);
   }

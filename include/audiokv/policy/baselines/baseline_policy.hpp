@@ -17,6 +17,7 @@
 #include "../../error.hpp"
 #include "../../pool/eviction_plan.hpp"
 #include "../../pool/frame.hpp"
+#include "../../span.hpp"
 #include "../eviction_policy.hpp"
 
 namespace audiokv {
@@ -49,8 +50,18 @@ struct baseline_config {
 /// Derived classes implement select_evictions() (mark cells in the evict mask) and, when they
 /// keep per-cell state, on_append()/on_observe()/on_apply(). Memory is sized from the capacity
 /// at construction; append/observe/apply never allocate, plan() allocates only into `out`.
+/// Threads: select_evictions() may use scratch kept in the policy, so at most one thread may
+/// plan on one object at a time (see eviction_policy).
 class baseline_policy : public eviction_policy {
  public:
+  // The span forms of append() and observe() (checked lengths) come from eviction_policy.
+  using eviction_policy::append;
+  using eviction_policy::observe;
+
+  /// Unique id stamped on this policy's plans; a copy of the policy gets a new one.
+  std::uint64_t id() const noexcept override { return store_.id(); }
+
+  /// Appends `count` frames (`frames` points to count of them); see eviction_policy::append.
   void append(const frame_meta* frames, std::int32_t count) final {
     check_append(frames, count);
     const std::int32_t first = store_.size();
@@ -58,8 +69,11 @@ class baseline_policy : public eviction_policy {
     on_append(first, count);
   }
 
+  /// One step's attention over the cached cells; `num_cells` is the length read and must equal
+  /// num_cells() (checked first).
   void observe(const float* attention, std::int32_t num_cells) final {
-    validate_rows(where_observe_.c_str(), attention, 1, num_cells);
+    check_group_size(1);
+    store_.validate_scores(where_observe_.c_str(), attention, num_cells);
     on_observe_rows(attention, 1, gqa_reduce::mean);
     ++steps_;
   }
@@ -68,13 +82,28 @@ class baseline_policy : public eviction_policy {
   /// reduce first (H2O, LRU, TOVA, ...) combine rows per cell by `mode`; SnapKV keeps the rows
   /// apart (it pools before the group mean, as kvpress does). TOVA passes all query heads of
   /// the layer here. Never allocates.
-  void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
+  ///
+  /// Checks, in order and before reading any score: group_size >= 1 (and equal to the
+  /// policy's required group size, if any), num_cells == num_cells(), attention.size() ==
+  /// group_size * num_cells; then each score ("attention[row][cell]" names a bad one).
+  void observe_group(span<const float> attention, std::int32_t group_size, std::int32_t num_cells,
                      gqa_reduce mode = gqa_reduce::mean) {
     AUDIOKV_REQUIRE(group_size >= 1, where_observe_.c_str(), "group_size", group_size,
                     "must be >= 1");
-    validate_rows(where_observe_.c_str(), attention, group_size, num_cells);
-    on_observe_rows(attention, group_size, mode);
+    check_group_size(group_size);
+    store_.validate_group(where_observe_.c_str(), attention, group_size, num_cells);
+    on_observe_rows(attention.data(), group_size, mode);
     ++steps_;
+  }
+
+  /// The unchecked-length form: reads exactly group_size * num_cells floats from `attention`,
+  /// which the caller guarantees it holds. Prefer the span form (std::vector converts to it).
+  void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
+                     gqa_reduce mode = gqa_reduce::mean) {
+    const std::int64_t length =
+        group_size >= 1 && num_cells >= 0 ? static_cast<std::int64_t>(group_size) * num_cells : 0;
+    observe_group(span<const float>(attention, static_cast<std::size_t>(length)), group_size,
+                  num_cells, mode);
   }
 
   bool wants_eviction() const noexcept override { return store_.size() > budget_; }
@@ -97,14 +126,24 @@ class baseline_policy : public eviction_policy {
     plan_down_to(target_cells, out);
   }
 
-  /// Builds a plan that evicts exactly the cells marked in `evict_mask` [num_cells()] (1 =
-  /// evict), for hosts or group planners (adakv_group) that select cells themselves.
+  /// Builds a plan that evicts exactly the cells marked in `evict_mask` (1 = evict), for hosts
+  /// or group planners (adakv_group) that select cells themselves.
+  /// @throws audiokv::error naming "evict_mask.size()" unless it equals num_cells().
+  void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const {
+    AUDIOKV_REQUIRE(evict_mask.size() == static_cast<std::size_t>(store_.size()),
+                    where_plan_.c_str(), "evict_mask.size()", evict_mask.size(),
+                    detail::describe("must equal num_cells() = ", store_.size()).c_str());
+    std::uint8_t* mask = store_.clear_evict_mask(out);
+    for (std::int32_t j = 0; j < store_.size(); ++j) mask[j] = evict_mask[j] != 0;
+    finish_plan(out);
+  }
+
+  /// The unchecked-length form: reads num_cells() flags from `evict_mask`.
   void plan_evicting(const std::uint8_t* evict_mask, eviction_plan& out) const {
     AUDIOKV_REQUIRE(store_.size() == 0 || evict_mask != nullptr, where_plan_.c_str(), "evict_mask",
                     "nullptr", "must point to num_cells() flags");
-    std::uint8_t* mask = store_.clear_evict_mask();
-    for (std::int32_t j = 0; j < store_.size(); ++j) mask[j] = evict_mask[j] != 0;
-    finish_plan(out);
+    plan_evicting(span<const std::uint8_t>(evict_mask, static_cast<std::size_t>(store_.size())),
+                  out);
   }
 
   /// Throws exactly as append() would, without appending.
@@ -191,22 +230,23 @@ class baseline_policy : public eviction_policy {
   }
 
  private:
-  void validate_rows(const char* where, const float* attention, std::int32_t rows,
-                     std::int32_t num_cells) const {
+  void check_group_size(std::int32_t rows) const {
     const std::int32_t required = required_group_size();
-    AUDIOKV_REQUIRE(required == 0 || rows == required, where, "group_size", rows,
-                    "must equal config.group_size (use observe_group for GQA rows)");
-    store_.validate_scores(where, attention, num_cells, rows);
+    AUDIOKV_REQUIRE(required == 0 || rows == required, where_observe_.c_str(), "group_size", rows,
+                    detail::describe("must equal config.group_size = ", required,
+                                     " (use observe_group for GQA rows)")
+                        .c_str());
   }
 
   void plan_down_to(std::int32_t target, eviction_plan& out) const {
-    std::uint8_t* mask = store_.clear_evict_mask();
+    std::uint8_t* mask = store_.clear_evict_mask(out);
     select_evictions(target, mask);
     finish_plan(out);
   }
 
   void finish_plan(eviction_plan& out) const {
     store_.build_plan(out);
+    out.scores.clear();
     out.ratio = 0.0f;
     out.normalized_entropy = 1.0f;
     out.protections_released = 0;

@@ -62,6 +62,31 @@ class knorm final : public baseline_policy {
     }
   }
 
+  /// append_with_norms() with checked lengths: key_norms.size() must equal frames.size().
+  void append_with_norms(span<const frame_meta> frames, span<const float> key_norms) {
+    constexpr const char* where = "knorm::append_with_norms";
+    check_count(where, "frames.size()", frames.size());
+    AUDIOKV_REQUIRE(key_norms.size() == frames.size(), where, "key_norms.size()", key_norms.size(),
+                    detail::describe("must equal frames.size() = ", frames.size()).c_str());
+    append_with_norms(frames.data(), key_norms.data(), static_cast<std::int32_t>(frames.size()));
+  }
+
+  /// append_with_keys() with checked lengths: keys.size() must equal frames.size() * head_dim,
+  /// checked before any key is read.
+  void append_with_keys(span<const frame_meta> frames, span<const float> keys,
+                        std::int32_t head_dim) {
+    constexpr const char* where = "knorm::append_with_keys";
+    check_count(where, "frames.size()", frames.size());
+    AUDIOKV_REQUIRE(head_dim >= 1, where, "head_dim", head_dim, "must be >= 1");
+    const std::size_t expected = frames.size() * static_cast<std::size_t>(head_dim);
+    AUDIOKV_REQUIRE(keys.size() == expected, where, "keys.size()", keys.size(),
+                    detail::describe("must equal frames.size() x head_dim = ", frames.size(), " x ",
+                                     head_dim, " = ", expected)
+                        .c_str());
+    append_with_keys(frames.data(), keys.data(), head_dim,
+                     static_cast<std::int32_t>(frames.size()));
+  }
+
   /// Sets the key norms of cells [first_slot, first_slot + count).
   void set_key_norms(std::int32_t first_slot, const float* key_norms, std::int32_t count) {
     constexpr const char* where = "knorm::set_key_norms";
@@ -71,6 +96,12 @@ class knorm final : public baseline_policy {
                     "[first_slot, first_slot + count) must be cached cells");
     validate_norms(where, key_norms, count);
     for (std::int32_t i = 0; i < count; ++i) score_[first_slot + i] = -key_norms[i];
+  }
+
+  /// set_key_norms() of key_norms.size() norms.
+  void set_key_norms(std::int32_t first_slot, span<const float> key_norms) {
+    check_count("knorm::set_key_norms", "key_norms.size()", key_norms.size());
+    set_key_norms(first_slot, key_norms.data(), static_cast<std::int32_t>(key_norms.size()));
   }
 
   /// [num_cells()] the score -||k|| of each cell (NaN where no norm was given).
@@ -97,6 +128,11 @@ class knorm final : public baseline_policy {
   void on_apply(const eviction_plan& plan) override { detail::compact_array(score_, plan); }
 
  private:
+  static void check_count(const char* where, const char* argument, std::size_t count) {
+    AUDIOKV_REQUIRE(count <= static_cast<std::size_t>(INT32_MAX), where, argument, count,
+                    "must be <= INT32_MAX");
+  }
+
   static void validate_norms(const char* where, const float* key_norms, std::int32_t count) {
     AUDIOKV_REQUIRE(count <= 0 || key_norms != nullptr, where, "key_norms", "nullptr",
                     "must point to count norms");
