@@ -64,6 +64,17 @@ struct options {
   int rank_block = -1;                ///< audiokv local_rank_stage block; -1: library default
   double voice_weight = -1;           ///< audiokv F14 weight; -1: library default
   double evaluation_share = -1;       ///< audiokv evaluation threshold; -1: library default
+  int sinks_first = -1;               ///< audiokv speech.sinks.first; -1: library default
+  int sinks_observed = -1;            ///< audiokv speech.sinks.observed
+  double coverage_share = -1;         ///< audiokv speech.coverage.share
+  double segment_ms = -1;             ///< audiokv speech.coverage.segment_ms
+  double silence_weight = -1;         ///< audiokv speech.coverage.silence_weight
+  double lookback_ms = -1;            ///< audiokv speech.frontier.lookback_ms
+  double past_density = -1;           ///< audiokv speech.frontier.past_density
+  bool pass_alignment = true;         ///< the hook passes the alignment heads' position
+  bool streaming = false;             ///< --protocol streaming
+  int mass_bias = 0;                  ///< --mass-bias 1: attention-mass logit bias
+  streaming_options stream;           ///< --chunk-frames, --align-frames
   int window = 0;                     ///< snapkv/pyramidkv/adakv window; 0: the observed steps
   int kernel = 7;                     ///< snapkv/pyramidkv/adakv pooling kernel
   std::string pool = "max";           ///< avg or max
@@ -107,9 +118,23 @@ void usage(std::ostream& os) {
         "  --voice-weight W  audiokv: final = s * (1 + W * voice)\n"
         "  --evaluation-share S  audiokv: a cell is evaluated once attention >= S / cells\n"
         "  --policies A,B,...  --keep-ratios R1,R2,...  run every (policy, ratio) on each clip,\n"
-        "                  encoding it once; 'full' runs once per clip. audiokv_tuned is audiokv\n"
-        "                  with the settings tuned on the dev split (rank block 4, voice weight\n"
-        "                  0, evaluation share 4)\n"
+        "                  encoding it once; 'full' runs once per clip. audiokv_no_sinks,\n"
+        "                  audiokv_no_coverage, audiokv_no_frontier,\n"
+        "                  audiokv_no_rules: the library's audiokv with that speech rule (or all\n"
+        "                  of them) off; audiokv_sinks: with the attention-sink rule on "
+        "(ablation)\n"
+        "  --mass-bias 0|1  add log(cells a kept cell stands for) to its attention logit\n"
+        "                  (audiokv::attention_mass), for every policy; default 0\n"
+        "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
+        "  --silence-weight W, --lookback-ms MS, --past-density D  audiokv speech rules\n"
+        "                  (config.speech; default: the library's)\n"
+        "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
+        "                  one-shot compression after --observe-steps; streaming: frames revealed\n"
+        "                  --chunk-frames at a time (25), a token emitted once the alignment\n"
+        "                  heads' peak is more than --align-frames (25) behind the newest frame;\n"
+        "                  every policy holds at most its budget at every moment\n"
+        "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
+        "                  estimates the frontier from each head's own attention)\n"
         "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
         "                  (default: the observed steps), pooling kernel (7) and pooling (max)\n"
         "  --observe-steps N  decode steps observed on the full cache before the one-shot\n"
@@ -222,7 +247,8 @@ double parse_ratio(const std::string& s) {
 audiokv::policy_options policy_options_for(const options& o, const clip_context& clip, int layer,
                                            int observe_steps) {
   audiokv::policy_options po;
-  po.budget = std::max(1, static_cast<int>(std::lround(o.keep_ratio * clip.n_frames)));
+  // The budget counts the audio's frames, N_a; padding a policy keeps is paid from it.
+  po.budget = std::max(1, static_cast<int>(std::lround(o.keep_ratio * clip.n_speech_frames)));
   // Room for every cell of the clip and for budgets above it (PyramidKV's first layers).
   po.capacity = std::max(2 * po.budget, clip.n_frames);
   po.audiokv.budget = po.budget;
@@ -231,6 +257,19 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (o.voice_weight >= 0) po.audiokv.voice_weight = static_cast<float>(o.voice_weight);
   if (o.evaluation_share >= 0) po.audiokv.evaluation_share = static_cast<float>(o.evaluation_share);
   if (o.rank_block >= 0) po.audiokv_pipeline.stage<2>().block = o.rank_block;
+  audiokv::speech_rules_config& speech = po.audiokv.speech;
+  if (o.sinks_first >= 0) speech.sinks.first = o.sinks_first;
+  if (o.sinks_observed >= 0) speech.sinks.observed = o.sinks_observed;
+  if (o.coverage_share >= 0) speech.coverage.share = static_cast<float>(o.coverage_share);
+  if (o.segment_ms >= 0) speech.coverage.segment_ms = static_cast<float>(o.segment_ms);
+  if (o.silence_weight >= 0) speech.coverage.silence_weight = static_cast<float>(o.silence_weight);
+  if (o.lookback_ms >= 0) speech.frontier.lookback_ms = static_cast<float>(o.lookback_ms);
+  if (o.past_density >= 0) speech.frontier.past_density = static_cast<float>(o.past_density);
+  const std::string& name = o.policy;
+  if (name == "audiokv_sinks") speech.sinks.enabled = true;
+  if (name == "audiokv_no_sinks" || name == "audiokv_no_rules") speech.sinks.enabled = false;
+  if (name == "audiokv_no_coverage" || name == "audiokv_no_rules") speech.coverage.enabled = false;
+  if (name == "audiokv_no_frontier" || name == "audiokv_no_rules") speech.frontier.enabled = false;
   po.window = o.window > 0 ? o.window : observe_steps;
   po.kernel = o.kernel;
   po.pool = o.pool == "avg" ? audiokv::scores::pool_kind::avg : audiokv::scores::pool_kind::max;
@@ -243,27 +282,25 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
 /// The eviction hook selected on the command line.
 std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   if (o.policy == "full") return std::make_unique<keep_all_hook>();
-  if (o.policy == "audiokv_tuned") {
-    // Chosen on the dev split at retention 0.4 (README, "Quality"): temporal continuity by
-    // within-block rank, no VAD weight (the energy VAD marks consonants as silence), and
-    // audio the decoder has not reached yet competing by position instead of by noise.
-    o.policy = "audiokv";
-    if (o.rank_block < 0) o.rank_block = 4;
-    if (o.voice_weight < 0) o.voice_weight = 0.0;
-    if (o.evaluation_share < 0) o.evaluation_share = 4.0;
-  }
+  // Ablation names: the library's audiokv with one speech rule off (policy_options_for).
+  const std::string library_name =
+      o.policy.rfind("audiokv_no_", 0) == 0 || o.policy == "audiokv_sinks" ? "audiokv" : o.policy;
   audiokv_policy_hook::options ho;
   ho.observe_steps =
       o.observe_steps > 0 ? o.observe_steps : static_cast<int>(m.prompt().size()) + 4;
   ho.follow_trigger = o.follow_trigger;
+  ho.pass_alignment = o.pass_alignment;
+  ho.streaming = o.streaming;
+  ho.mass_bias = o.mass_bias == 1;
   // adakv shares one budget across the heads of a layer: one group per (clip, layer).
   auto groups = std::make_shared<std::vector<std::shared_ptr<audiokv::adakv_group>>>();
   const int observe_steps = ho.observe_steps;
   // Unknown names and invalid settings fail here, before the model loads.
-  audiokv::make_policy(o.policy, policy_options_for(o, clip_context{1, 1, 1, 1500}, 0, 1));
+  audiokv::make_policy(library_name,
+                       policy_options_for(o, clip_context{1, 1, 1, 1500, 1500}, 0, 1));
   return std::make_unique<audiokv_policy_hook>(
-      [o, groups, observe_steps](const clip_context& clip, int layer,
-                                 int head) -> std::unique_ptr<audiokv::eviction_policy> {
+      [o, groups, observe_steps, library_name](const clip_context& clip, int layer, int head)
+          -> std::unique_ptr<audiokv::eviction_policy> {
         audiokv::policy_options po = policy_options_for(o, clip, layer, observe_steps);
         if (o.policy == "adakv") {
           if (layer == 0 && head == 0) groups->assign(static_cast<size_t>(clip.n_layers), nullptr);
@@ -275,7 +312,7 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
           po.adakv_shared = group;
           po.adakv_head = head;
         }
-        return audiokv::make_policy(o.policy, po);
+        return audiokv::make_policy(library_name, po);
       },
       ho);
 }
@@ -318,6 +355,34 @@ int run(int argc, char** argv) {
       o.voice_weight = std::stod(next());
     else if (a == "--evaluation-share")
       o.evaluation_share = std::stod(next());
+    else if (a == "--sinks-first")
+      o.sinks_first = parse_int(next(), "--sinks-first");
+    else if (a == "--sinks-observed")
+      o.sinks_observed = parse_int(next(), "--sinks-observed");
+    else if (a == "--coverage-share")
+      o.coverage_share = std::stod(next());
+    else if (a == "--segment-ms")
+      o.segment_ms = std::stod(next());
+    else if (a == "--silence-weight")
+      o.silence_weight = std::stod(next());
+    else if (a == "--lookback-ms")
+      o.lookback_ms = std::stod(next());
+    else if (a == "--past-density")
+      o.past_density = std::stod(next());
+    else if (a == "--no-alignment")
+      o.pass_alignment = false;
+    else if (a == "--mass-bias")
+      o.mass_bias = parse_int(next(), "--mass-bias") != 0 ? 1 : 0;
+    else if (a == "--protocol") {
+      const std::string p = next();
+      if (p != "offline" && p != "streaming") {
+        throw asr_error("--protocol must be 'offline' or 'streaming'");
+      }
+      o.streaming = p == "streaming";
+    } else if (a == "--chunk-frames")
+      o.stream.chunk_frames = std::max(1, parse_int(next(), "--chunk-frames"));
+    else if (a == "--align-frames")
+      o.stream.align_frames = parse_int(next(), "--align-frames");
     else if (a == "--window")
       o.window = parse_int(next(), "--window");
     else if (a == "--kernel")
@@ -443,8 +508,9 @@ int run(int argc, char** argv) {
     for (run_config& run : runs) {
       // The full cache stays the dense float reference; memory features apply to the others.
       const bool stored = run.policy != "full" && o.store.enabled();
-      const decode_result r = tr.transcribe(clip, *run.hook, o.frames,
-                                            stored ? o.store : kv_store_options{}, run.ratio);
+      const decode_result r =
+          tr.transcribe(clip, *run.hook, o.frames, stored ? o.store : kv_store_options{}, run.ratio,
+                        o.streaming ? &o.stream : nullptr);
       const std::string run_name = stored ? run.policy + store_suffix(o.store) : run.policy;
       const std::string text = tr.text(r.tokens);
       const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
@@ -466,7 +532,8 @@ int run(int argc, char** argv) {
         std::ostringstream js;
         js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
            << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run_name)
-           << "\",\"keep_ratio\":" << run.ratio << ",\"frame_mode\":\""
+           << "\",\"keep_ratio\":" << run.ratio << ",\"protocol\":\""
+           << (o.streaming ? "streaming" : "offline") << "\",\"frame_mode\":\""
            << (o.frames == frame_mode::all ? "all" : "speech")
            << "\",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
            << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
@@ -483,8 +550,9 @@ int run(int argc, char** argv) {
            << (stored && o.store.share_rows ? fmt(o.store.share_tolerance) : "null")
            << ",\"int8_buffer\":" << (stored && o.store.int8_buffer ? "true" : "false")
            << ",\"mean_kv_bytes\":" << fmt(r.mean_kv_bytes, 0)
-           << ",\"mean_dense_kv_bytes\":" << fmt(r.mean_dense_kv_bytes, 0)
-           << ",\"attention_rel_error\":"
+           << ",\"mean_dense_kv_bytes\":" << fmt(r.mean_dense_kv_bytes, 0) << ",\"peak_kv_bytes\":"
+           << r.peak_cells * 2L * model.head_dim() * static_cast<long>(sizeof(float))
+           << ",\"reveals\":" << r.reveals << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
+#include <audiokv/policy/attention_mass.hpp>
 #include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
+#include <audiokv/pool/tiered_cache.hpp>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -24,6 +27,10 @@ namespace asr {
 ///  * once `observe_steps` steps have been observed (the prompt tokens plus the first decode
 ///    steps, which run on the full cache), plan_to(policy budget) compresses the head in one shot;
 ///  * afterwards, when `follow_trigger` is set, plan() is applied whenever wants_eviction() fires.
+/// With `pass_alignment`, the hook is the engine that knows the model's alignment heads: at
+/// every decode step it takes each alignment head's most-attended frame position of the
+/// previous step, their median, and the running maximum of the median over the last 3 steps,
+/// and passes that to every AudioKV cache (tiered_cache::set_alignment_position).
 /// The plan's move_to goes back to the cache (which compacts K/V) and to the policy (apply()).
 class audiokv_policy_hook final : public kv_eviction_hook {
  public:
@@ -35,6 +42,12 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   struct options {
     int observe_steps = 1;        ///< steps on the full cache before the one-shot compression
     bool follow_trigger = false;  ///< after it, also apply plan() when wants_eviction()
+    bool pass_alignment = true;   ///< give AudioKV caches the alignment heads' position
+    /// Streaming protocol: no compression at observe_steps; before each chunk of frames the
+    /// policy evicts down to budget - chunk (plan_to) when it would exceed its budget.
+    bool streaming = false;
+    /// Each kept cell's attention logit gets log(cells it stands for) (audiokv::attention_mass).
+    bool mass_bias = false;
   };
 
   audiokv_policy_hook(factory make, options opt) : make_(std::move(make)), opt_(opt) {}
@@ -48,6 +61,20 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     policies_.clear();
     policies_.resize(static_cast<size_t>(clip.n_layers) * clip.n_heads);
     observed_.assign(policies_.size(), 0);
+    is_alignment_.assign(policies_.size(), 0);
+    mass_.clear();
+    if (opt_.mass_bias) mass_.assign(policies_.size(), audiokv::attention_mass(clip.n_frames));
+    if (clip.alignment_heads != nullptr) {
+      for (const auto& lh : *clip.alignment_heads) {
+        if (lh.first < clip.n_layers && lh.second < clip.n_heads) {
+          is_alignment_[idx(lh.first, lh.second)] = 1;
+        }
+      }
+    }
+    step_peaks_.clear();
+    recent_.clear();
+    frontier_ = -1;
+    step_ = -1;
     for (int l = 0; l < clip.n_layers; ++l) {
       for (int h = 0; h < clip.n_heads; ++h) {
         auto p = make_(clip, l, h);
@@ -57,32 +84,30 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     }
   }
 
-  void on_head_start(const head_view& v) override {
-    std::vector<audiokv::frame_meta> frames(static_cast<size_t>(v.n_kv));
-    for (int i = 0; i < v.n_kv; ++i) {
-      audiokv::frame_meta& f = frames[static_cast<size_t>(i)];
-      f.pos = v.pos[i];
-      f.voice = (clip_.is_voice != nullptr && clip_.is_voice[v.pos[i]]) ? 1.0f : 0.0f;
-    }
+  void on_head_start(const head_view& v) override { append_cells(v, 0, v.n_kv); }
+
+  bool on_reveal(const head_view& v, int incoming, std::vector<int32_t>& move_to) override {
     audiokv::eviction_policy& p = *policies_[idx(v.layer, v.head)];
-    p.append(frames.data(), v.n_kv);
-    // Knorm scores keys, not attention: hand it the L2 norm of every appended key row.
-    if (auto* by_key_norm = dynamic_cast<audiokv::knorm*>(&p)) {
-      std::vector<float> norms(static_cast<size_t>(v.n_kv));
-      for (int i = 0; i < v.n_kv; ++i) {
-        double sum = 0.0;
-        for (int d = 0; d < v.head_dim; ++d) {
-          const double x = v.k[static_cast<size_t>(i) * v.head_dim + d];
-          sum += x * x;
-        }
-        norms[static_cast<size_t>(i)] = static_cast<float>(std::sqrt(sum));
-      }
-      by_key_norm->set_key_norms(0, norms.data(), v.n_kv);
-    }
+    if (!opt_.streaming || p.num_cells() + incoming <= p.budget()) return false;
+    p.plan_to(std::max(1, p.budget() - incoming), plan_);
+    if (plan_.empty()) return false;
+    move_to = plan_.move_to;
+    p.apply(plan_);
+    if (opt_.mass_bias) mass_[idx(v.layer, v.head)].apply(plan_, v.pos);
+    return true;
+  }
+
+  void on_append(const head_view& v, int /*first*/, int count) override {
+    append_cells(v, v.n_kv - count, count);
   }
 
   bool on_step(const step_view& s, std::vector<int32_t>& move_to) override {
+    if (s.step != step_) start_step(s.step);
     audiokv::eviction_policy& p = *policies_[idx(s.cache.layer, s.cache.head)];
+    if (!s.is_prompt && is_alignment_[idx(s.cache.layer, s.cache.head)] && s.cache.n_kv > 0) {
+      step_peaks_.push_back(
+          s.cache.pos[std::max_element(s.probs, s.probs + s.cache.n_kv) - s.probs]);
+    }
     if (p.num_cells() != s.cache.n_kv) {
       throw asr_error("policy '" + std::string(p.name()) + "' holds " +
                       std::to_string(p.num_cells()) + " cells, the cache " +
@@ -91,7 +116,9 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     p.observe(s.probs, s.cache.n_kv);
     int& seen = observed_[idx(s.cache.layer, s.cache.head)];
     ++seen;
-    if (seen == opt_.observe_steps) {
+    if (opt_.streaming) {
+      return false;
+    } else if (seen == opt_.observe_steps) {
       p.plan_to(p.budget(), plan_);
     } else if (seen > opt_.observe_steps && opt_.follow_trigger && p.wants_eviction()) {
       p.plan(plan_);
@@ -103,7 +130,12 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     // hears of it, for an int8 buffer arena.
     move_to = plan_.move_to;
     p.apply(plan_);
+    if (opt_.mass_bias) mass_[idx(s.cache.layer, s.cache.head)].apply(plan_, s.cache.pos);
     return true;
+  }
+
+  const float* logit_bias(int layer, int head) const override {
+    return opt_.mass_bias ? mass_[idx(layer, head)].logit_bias() : nullptr;
   }
 
   const audiokv::pool_tier* tiers(int layer, int head) const override {
@@ -113,11 +145,63 @@ class audiokv_policy_hook final : public kv_eviction_hook {
  private:
   size_t idx(int l, int h) const { return static_cast<size_t>(l) * clip_.n_heads + h; }
 
+  /// Appends cells [first, first + count) of the view to its policy, one frame_meta each (pos =
+  /// encoder frame index, voice = energy-VAD flag, speaker 0, no flags).
+  void append_cells(const head_view& v, int first, int count) {
+    std::vector<audiokv::frame_meta> frames(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) {
+      audiokv::frame_meta& f = frames[static_cast<size_t>(i)];
+      f.pos = v.pos[first + i];
+      f.voice = (clip_.is_voice != nullptr && clip_.is_voice[f.pos]) ? 1.0f : 0.0f;
+    }
+    audiokv::eviction_policy& p = *policies_[idx(v.layer, v.head)];
+    p.append(frames.data(), count);
+    if (opt_.mass_bias) mass_[idx(v.layer, v.head)].append(count);
+    // Knorm scores keys, not attention: hand it the L2 norm of every appended key row.
+    if (auto* by_key_norm = dynamic_cast<audiokv::knorm*>(&p)) {
+      std::vector<float> norms(static_cast<size_t>(count));
+      for (int i = 0; i < count; ++i) {
+        double sum = 0.0;
+        for (int d = 0; d < v.head_dim; ++d) {
+          const double x = v.k[static_cast<size_t>(first + i) * v.head_dim + d];
+          sum += x * x;
+        }
+        norms[static_cast<size_t>(i)] = static_cast<float>(std::sqrt(sum));
+      }
+      by_key_norm->set_key_norms(first, norms.data(), count);
+    }
+  }
+
+  /// Frontier from the previous step's alignment-head peaks, passed to every AudioKV cache.
+  void start_step(int step) {
+    step_ = step;
+    if (step_peaks_.empty()) return;
+    std::sort(step_peaks_.begin(), step_peaks_.end());
+    recent_.push_back(step_peaks_[(step_peaks_.size() - 1) / 2]);
+    step_peaks_.clear();
+    if (recent_.size() > 3) recent_.erase(recent_.begin());
+    std::vector<int32_t> sorted = recent_;
+    std::sort(sorted.begin(), sorted.end());
+    frontier_ = std::max(frontier_, sorted[(sorted.size() - 1) / 2]);
+    if (!opt_.pass_alignment) return;
+    for (auto& p : policies_) {
+      if (auto* cache = dynamic_cast<audiokv::tiered_cache<>*>(p.get())) {
+        cache->set_alignment_position(frontier_);
+      }
+    }
+  }
+
   factory make_;
   options opt_;
   clip_context clip_;
   std::vector<std::unique_ptr<audiokv::eviction_policy>> policies_;
   std::vector<int> observed_;
+  std::vector<audiokv::attention_mass> mass_;  // [layers * heads] with options::mass_bias
+  std::vector<uint8_t> is_alignment_;          // [layers * heads] 1 for the model's alignment heads
+  std::vector<int32_t> step_peaks_;            // this step's alignment-head peak positions
+  std::vector<int32_t> recent_;                // median peak of the last (up to) 3 steps
+  int32_t frontier_ = -1;
+  int step_ = -1;
   audiokv::eviction_plan plan_;
 };
 

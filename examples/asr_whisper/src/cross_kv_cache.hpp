@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
 #include <audiokv/cpu/head_kv_store.hpp>
 #include <cstdint>
 #include <cstring>
@@ -31,9 +32,12 @@ struct kv_store_options {
 /// Invariants: 0 <= n_kv <= capacity; pos[0..n_kv) strictly increasing.
 class cross_kv_cache {
  public:
-  /// Copies frames [0, n_frames) of every layer's K/V ([n_audio_ctx, d], head h in columns
-  /// h*head_dim..) into the per-head layout; all heads start with n_kv = n_frames.
-  void load(const std::vector<mat_rm>& k, const std::vector<mat_rm>& v, int n_heads, int n_frames) {
+  /// Copies frames [0, visible) of every layer's K/V ([n_audio_ctx, d], head h in columns
+  /// h*head_dim..) into the per-head layout; all heads start with n_kv = visible. Frames
+  /// [visible, n_frames) come later through reveal() (streaming), read from `k` and `v`, which
+  /// must outlive the cache. visible < 0 means n_frames.
+  void load(const std::vector<mat_rm>& k, const std::vector<mat_rm>& v, int n_heads, int n_frames,
+            int visible = -1) {
     n_layers_ = static_cast<int>(k.size());
     n_heads_ = n_heads;
     if (n_layers_ == 0 || v.size() != k.size() || n_heads <= 0) {
@@ -46,26 +50,44 @@ class cross_kv_cache {
                       std::to_string(k[0].rows()) + "]");
     }
     capacity_ = n_frames;
+    visible_ = visible < 0 ? n_frames : std::min(std::max(visible, 1), n_frames);
+    src_k_ = &k;
+    src_v_ = &v;
     const size_t per_layer = static_cast<size_t>(n_heads) * capacity_ * head_dim_;
     k_.assign(static_cast<size_t>(n_layers_) * per_layer, 0.0f);
     v_.assign(k_.size(), 0.0f);
     pos_.assign(static_cast<size_t>(n_layers_) * n_heads * capacity_, 0);
-    n_kv_.assign(static_cast<size_t>(n_layers_) * n_heads, n_frames);
+    n_kv_.assign(static_cast<size_t>(n_layers_) * n_heads, 0);
+    const int count = visible_;
+    visible_ = 0;
+    reveal(count);
+  }
+
+  /// Streaming: appends frames [visible(), visible() + count) (clamped to n_frames) to every
+  /// head after its kept cells. The caller makes room first (capacity is n_frames per head).
+  void reveal(int count) {
+    if (has_store()) throw asr_error("cross_kv_cache: reveal() with a K/V store");
+    count = std::max(0, std::min(count, capacity_ - visible_));
     for (int l = 0; l < n_layers_; ++l) {
-      for (int h = 0; h < n_heads; ++h) {
+      for (int h = 0; h < n_heads_; ++h) {
+        int& n = n_kv_[idx(l, h)];
+        if (n + count > capacity_) throw asr_error("cross_kv_cache: reveal beyond capacity");
         float* kd = k_ptr(l, h);
         float* vd = v_ptr(l, h);
         int32_t* pd = pos_ptr(l, h);
-        for (int t = 0; t < n_frames; ++t) {
-          std::memcpy(kd + static_cast<size_t>(t) * head_dim_, &k[l](t, h * head_dim_),
+        for (int t = visible_; t < visible_ + count; ++t, ++n) {
+          std::memcpy(kd + static_cast<size_t>(n) * head_dim_, &(*src_k_)[l](t, h * head_dim_),
                       sizeof(float) * head_dim_);
-          std::memcpy(vd + static_cast<size_t>(t) * head_dim_, &v[l](t, h * head_dim_),
+          std::memcpy(vd + static_cast<size_t>(n) * head_dim_, &(*src_v_)[l](t, h * head_dim_),
                       sizeof(float) * head_dim_);
-          pd[t] = t;
+          pd[n] = t;
         }
       }
     }
+    visible_ += count;
   }
+  /// Frames revealed so far (offline: n_frames).
+  int visible() const { return visible_; }
 
   /// Builds one audiokv::cpu::head_kv_store per (layer, head) from the loaded rows; attention
   /// then reads the stores, and the dense rows stay as the float reference that measures the
@@ -191,7 +213,9 @@ class cross_kv_cache {
   size_t idx(int l, int h) const { return static_cast<size_t>(l) * n_heads_ + h; }
   size_t block(int l, int h) const { return idx(l, h) * capacity_ * head_dim_; }
 
-  int n_layers_ = 0, n_heads_ = 0, head_dim_ = 0, capacity_ = 0;
+  int n_layers_ = 0, n_heads_ = 0, head_dim_ = 0, capacity_ = 0, visible_ = 0;
+  const std::vector<mat_rm>* src_k_ = nullptr;  // encoder K/V the frames are revealed from
+  const std::vector<mat_rm>* src_v_ = nullptr;
   std::vector<float> k_, v_;
   std::vector<int32_t> pos_;
   std::vector<int> n_kv_;

@@ -12,9 +12,11 @@ struct clip_context {
   int n_layers = 0;
   int n_heads = 0;
   int head_dim = 0;
-  int n_frames = 0;                   ///< N_a: speech-bearing frames = initial cells per head
+  int n_frames = 0;                   ///< cached frames = initial cells per head
+  int n_speech_frames = 0;            ///< N_a = ceil(50 * duration): frames that carry audio
   int n_audio_ctx = 0;                ///< encoder positions of the window (1500)
-  const uint8_t* is_voice = nullptr;  ///< [n_frames], 1 where the energy VAD found voice
+  const uint8_t* is_voice = nullptr;  ///< [n_frames], 1 where the energy VAD found voice (0 on
+                                      ///< padding)
   /// Alignment heads from config.json, (layer, head) pairs: the heads that track word timing.
   const std::vector<std::pair<int, int>>* alignment_heads = nullptr;
 };
@@ -57,10 +59,22 @@ class kv_eviction_hook {
   virtual void on_clip_start(const clip_context& /*clip*/) {}
   virtual void on_head_start(const head_view& /*view*/) {}
   virtual bool on_step(const step_view& view, std::vector<int32_t>& move_to) = 0;
+  /// Streaming: `incoming` frames are about to enter (layer, head); return true with a move
+  /// map (as on_step) to evict first, so the policy's budget holds at every moment.
+  virtual bool on_reveal(const head_view& /*view*/, int /*incoming*/,
+                         std::vector<int32_t>& /*move_to*/) {
+    return false;
+  }
+  /// Streaming: frames at slots [view.n_kv - count, view.n_kv) were appended (positions from
+  /// `first`).
+  virtual void on_append(const head_view& /*view*/, int /*first*/, int /*count*/) {}
   /// [n_kv] pool of each cell of (layer, head) after the last on_step, or null when the policy
   /// has a single pool; an int8 buffer arena keeps rows in full precision only outside the
   /// buffer pool.
   virtual const audiokv::pool_tier* tiers(int /*layer*/, int /*head*/) const { return nullptr; }
+  /// [n_kv] additive attention-logit bias of the cells of (layer, head) (log of the cells
+  /// each kept cell stands for), or null for none.
+  virtual const float* logit_bias(int /*layer*/, int /*head*/) const { return nullptr; }
   virtual void on_token(int /*step*/, int32_t /*token*/) {}
   virtual void on_clip_end() {}
 };

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -31,6 +32,16 @@ struct decode_result {
   /// With a K/V store: mean over (step, layer, head) of |o - o_ref| / |o_ref|, o_ref being
   /// attention over the same cells' dense float rows; -1 without a store.
   double attention_rel_error = -1.0;
+  /// Most cells held at once over all (layer, head), at any moment of the clip.
+  long peak_cells = 0;
+  /// Streaming: chunks revealed after the first.
+  int reveals = 0;
+};
+
+/// @brief The streaming protocol's settings (whisper_decoder::decode_streaming).
+struct streaming_options {
+  int chunk_frames = 25;  ///< frames revealed at a time (0.5 s of 20 ms frames)
+  int align_frames = 25;  ///< AlignAtt: emit while the peak is > this many frames behind
 };
 
 /// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
@@ -40,8 +51,29 @@ struct decode_result {
 /// after min(n_text_ctx / 2, n_text_ctx - (prompt_len - 1)) generated tokens (224 for Whisper).
 class whisper_decoder {
  public:
+  /// Offline protocol: every cached frame is present from the first step.
   static decode_result decode(const whisper_model& m, cross_kv_cache& cache, kv_eviction_hook& hook,
                               const clip_context& clip) {
+    return run(m, cache, hook, clip, nullptr);
+  }
+
+  /// Streaming protocol: the cache starts with the frames cache.visible() holds and the rest
+  /// are revealed `chunk_frames` at a time. Before each reveal every (layer, head) may make
+  /// room (kv_eviction_hook::on_reveal), so a policy holds at most its budget at every moment.
+  /// A decode step's token is emitted (AlignAtt, Simul-Whisper arXiv 2406.10052) when the
+  /// median over the alignment heads of the most-attended frame position is more than
+  /// align_frames behind the newest revealed frame, or when every frame is revealed; otherwise
+  /// (also when the token would be end of text) the next chunk is revealed and the step is
+  /// computed again. The encoder saw the whole window: revealed frames carry its context.
+  static decode_result decode_streaming(const whisper_model& m, cross_kv_cache& cache,
+                                        kv_eviction_hook& hook, const clip_context& clip,
+                                        const streaming_options& opt) {
+    return run(m, cache, hook, clip, &opt);
+  }
+
+ private:
+  static decode_result run(const whisper_model& m, cross_kv_cache& cache, kv_eviction_hook& hook,
+                           const clip_context& clip, const streaming_options* stream) {
     const auto t0 = std::chrono::steady_clock::now();
     const whisper_weights& w = m.w;
     const int d = w.d_model, H = w.dec_heads, hd = d / H;
@@ -49,10 +81,17 @@ class whisper_decoder {
     if (cache.n_layers() != n_layers || cache.n_heads() != H || cache.head_dim() != hd) {
       throw asr_error("cross_kv_cache shape does not match the model");
     }
+    if (stream != nullptr && (stream->chunk_frames < 1 || stream->align_frames < 0)) {
+      throw asr_error("streaming: chunk_frames must be >= 1 and align_frames >= 0");
+    }
     const std::vector<int32_t> prompt = m.prompt();
     const int prompt_len = static_cast<int>(prompt.size());
     const int max_new = std::min(w.n_text_ctx / 2, w.n_text_ctx - (prompt_len - 1));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<uint8_t> is_alignment(static_cast<size_t>(n_layers) * H, 0);
+    for (const auto& lh : m.alignment_heads) {
+      if (lh.first < n_layers && lh.second < H) is_alignment[lh.first * H + lh.second] = 1;
+    }
 
     hook.on_clip_start(clip);
     for (int l = 0; l < n_layers; ++l) {
@@ -67,14 +106,17 @@ class whisper_decoder {
     decode_result res;
     mat_rm x(1, d), xn, qkv, q, attn(1, d), proj, ff;
     std::vector<float> scores;
-    std::vector<int32_t> move_to;
+    std::vector<int32_t> move_to, peaks;
     Eigen::VectorXf logits;
     double kept_sum = 0.0, bytes_sum = 0.0, dense_bytes_sum = 0.0, error_sum = 0.0;
     long error_count = 0;
+    res.peak_cells = cache.total_cells();
     Eigen::RowVectorXf reference_out(hd);
-    int32_t token = prompt[0];
-    for (int step = 0;; ++step) {
-      const bool is_prompt = step < prompt_len - 1;
+
+    // One decoder forward pass at position `step` for input `token`; the hooks see every
+    // (layer, head). Leaves the last layer's output in x and the alignment peaks in `peaks`.
+    auto forward = [&](int step, int32_t token, bool is_prompt) {
+      peaks.clear();
       x = w.tok_emb.row(token);
       if (w.scale_embeddings) x *= std::sqrt(static_cast<float>(d));
       x += w.dec_pos.row(step);
@@ -106,6 +148,9 @@ class whisper_decoder {
           Eigen::Map<const mat_rm> V(cache.v_ptr(l, h), n_kv, hd);
           Eigen::Map<Eigen::RowVectorXf> s(scores.data(), n_kv);
           s.noalias() = (q.middleCols(h * hd, hd) * scale) * K.transpose();
+          if (const float* bias = hook.logit_bias(l, h)) {
+            s += Eigen::Map<const Eigen::RowVectorXf>(bias, n_kv);
+          }
           softmax_inplace(scores.data(), n_kv);
           if (cache.has_store()) {
             // Decoding reads the store; the dense rows give the reference output.
@@ -118,6 +163,10 @@ class whisper_decoder {
             }
           } else {
             attn.middleCols(h * hd, hd).noalias() = s * V;
+          }
+          if (is_alignment[l * H + h] && n_kv > 0) {
+            peaks.push_back(cache.pos_ptr(
+                l, h)[std::max_element(scores.data(), scores.data() + n_kv) - scores.data()]);
           }
 
           step_view sv;
@@ -134,6 +183,51 @@ class whisper_decoder {
 
         add_feed_forward(L, x, xn, ff, proj);
       }
+    };
+
+    // Streaming: reveal the next chunk, each (layer, head) making room first.
+    auto reveal = [&]() {
+      const int count = std::min(stream->chunk_frames, cache.capacity() - cache.visible());
+      for (int l = 0; l < n_layers; ++l) {
+        for (int h = 0; h < H; ++h) {
+          move_to.clear();
+          if (hook.on_reveal(cache.view(l, h), count, move_to)) {
+            cache.apply_move(l, h, move_to, hook.tiers(l, h));
+          }
+        }
+      }
+      const int first = cache.visible();
+      cache.reveal(count);
+      for (int l = 0; l < n_layers; ++l) {
+        for (int h = 0; h < H; ++h) hook.on_append(cache.view(l, h), first, count);
+      }
+      res.peak_cells = std::max(res.peak_cells, cache.total_cells());
+      ++res.reveals;
+    };
+
+    int32_t token = prompt[0];
+    for (int step = 0;; ++step) {
+      const bool is_prompt = step < prompt_len - 1;
+      const float ninf = -std::numeric_limits<float>::infinity();
+      Eigen::Index best = 0;
+      for (;;) {
+        forward(step, token, is_prompt);
+        if (is_prompt) break;
+        w.dec_ln.forward(x, xn);
+        logits.noalias() = w.projection() * xn.row(0).transpose();
+        if (w.out_bias.size()) logits += w.out_bias.transpose();
+        for (int32_t id : m.suppress_ids) logits[id] = ninf;
+        if (res.tokens.empty()) {
+          for (int32_t id : m.suppress_ids_begin) logits[id] = ninf;
+        }
+        logits.maxCoeff(&best);  // first maximal index on ties
+        if (stream == nullptr || cache.visible() >= cache.capacity()) break;
+        std::sort(peaks.begin(), peaks.end());
+        const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
+        const int newest = cache.visible() - 1;
+        if (best != m.eot && peak < newest - stream->align_frames) break;
+        reveal();
+      }
       ++res.steps;
       kept_sum += static_cast<double>(cache.total_cells()) / full_cells;
       bytes_sum += static_cast<double>(cache.kv_bytes_held());
@@ -142,17 +236,6 @@ class whisper_decoder {
         token = prompt[static_cast<size_t>(step) + 1];
         continue;
       }
-      w.dec_ln.forward(x, xn);
-      logits.noalias() = w.projection() * xn.row(0).transpose();
-      if (w.out_bias.size()) logits += w.out_bias.transpose();
-      const float ninf = -std::numeric_limits<float>::infinity();
-      for (int32_t id : m.suppress_ids) logits[id] = ninf;
-      const bool first = res.tokens.empty();
-      if (first) {
-        for (int32_t id : m.suppress_ids_begin) logits[id] = ninf;
-      }
-      Eigen::Index best = 0;
-      logits.maxCoeff(&best);  // first maximal index on ties
       token = static_cast<int32_t>(best);
       hook.on_token(step, token);
       if (token == m.eot) {

@@ -73,14 +73,21 @@ class whisper_transcriber {
 
   /// Greedy decode of a prepared clip with `hook` managing the cross-attention cache.
   /// With an int8 buffer store, each head's full-precision arena holds the base and emergency
-  /// pools (default split) of the policy budget round(keep_ratio * cached frames).
+  /// pools (default split) of the policy budget round(keep_ratio * N_a speech frames).
+  /// With `stream`, the streaming protocol (whisper_decoder::decode_streaming): the cache starts
+  /// with the first chunk of frames and no K/V store is used.
   decode_result transcribe(const prepared_clip& c, kv_eviction_hook& hook, frame_mode mode,
-                           kv_store_options store = {}, double keep_ratio = 1.0) const {
+                           kv_store_options store = {}, double keep_ratio = 1.0,
+                           const streaming_options* stream = nullptr) const {
     const int n_frames = mode == frame_mode::all ? m_.w.n_audio_ctx : c.n_speech_frames;
+    if (stream != nullptr && store.enabled()) {
+      throw asr_error("the streaming protocol does not support K/V stores");
+    }
     cross_kv_cache cache;
-    cache.load(c.enc.cross_k, c.enc.cross_v, m_.w.dec_heads, n_frames);
+    cache.load(c.enc.cross_k, c.enc.cross_v, m_.w.dec_heads, n_frames,
+               stream != nullptr ? stream->chunk_frames : -1);
     if (store.enabled()) {
-      const int budget = std::max(1, static_cast<int>(std::lround(keep_ratio * n_frames)));
+      const int budget = std::max(1, static_cast<int>(std::lround(keep_ratio * c.n_speech_frames)));
       const audiokv::pool_split split;
       store.full_rows = split.base_cells(budget) + split.emergency_cells(budget);
       cache.enable_store(store);
@@ -90,10 +97,12 @@ class whisper_transcriber {
     ctx.n_heads = m_.n_dec_heads();
     ctx.head_dim = m_.head_dim();
     ctx.n_frames = n_frames;
+    ctx.n_speech_frames = c.n_speech_frames;
     ctx.n_audio_ctx = m_.w.n_audio_ctx;
     ctx.is_voice = c.is_voice.data();
     ctx.alignment_heads = &m_.alignment_heads;
-    return whisper_decoder::decode(m_, cache, hook, ctx);
+    return stream != nullptr ? whisper_decoder::decode_streaming(m_, cache, hook, ctx, *stream)
+                             : whisper_decoder::decode(m_, cache, hook, ctx);
   }
 
   std::string text(const std::vector<int32_t>& tokens) const {

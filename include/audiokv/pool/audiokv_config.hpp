@@ -9,6 +9,7 @@
 
 #include "../detail/describe.hpp"
 #include "../error.hpp"
+#include "../policy/speech_rules.hpp"
 #include "pool_split.hpp"
 #include "prefetch_config.hpp"
 
@@ -70,6 +71,9 @@ struct audiokv_config {
   /// F13: rate-based reservation ahead of need (off by default; tiered_cache::prefetch()). Last,
   /// so aggregate initialisation of the fields above is unchanged.
   prefetch_config prefetch{};
+  /// Speech rules of the selection (policy/speech_rules.hpp): attention sinks, the temporal
+  /// coverage floor and the alignment frontier, each with its own switch.
+  speech_rules_config speech{};
 
   /// Capacity actually reserved.
   std::int32_t reserved_capacity() const { return capacity > 0 ? capacity : budget; }
@@ -136,6 +140,7 @@ struct audiokv_config {
     AUDIOKV_REQUIRE(std::isfinite(drift_factor) && drift_factor > 0.0f, where,
                     "config.drift_factor", drift_factor, "must be > 0");
     prefetch.validate(where);
+    speech.validate(where);
     validate_protected_set(where);
   }
 

@@ -23,6 +23,7 @@
 #include "../error.hpp"
 #include "../policy/eviction_policy.hpp"
 #include "../policy/smoothing_pipeline.hpp"
+#include "../policy/speech_rules.hpp"
 #include "../span.hpp"
 #include "audiokv_config.hpp"
 #include "capacity_forecast.hpp"
@@ -72,7 +73,8 @@ class tiered_cache final : public eviction_policy {
         base_cells_(config.split.base_cells(config.budget)),
         emergency_cells_(config.split.emergency_cells(config.budget)),
         trigger_cells_(config.trigger_cells()),
-        forecast_(config.prefetch) {
+        forecast_(config.prefetch),
+        frontier_(config.speech.frontier.filter) {
     const std::int32_t capacity = config_.reserved_capacity();
     importance_.resize(capacity);
     evaluated_.resize(capacity);
@@ -118,10 +120,13 @@ class tiered_cache final : public eviction_policy {
   void observe(const float* attention, std::int32_t num_cells) override {
     store_.validate_scores("tiered_cache::observe", attention, num_cells);
     const std::int32_t n = num_cells;  // == store_.size(), and the length of `attention`
+    std::int32_t peak = 0;  // most-attended cell (first of ties): the frontier estimate's input
     for (std::int32_t j = 0; j < n; ++j) {
       importance_[j] = core::importance_update(importance_[j], attention[j], config_.alpha);
       evaluated_[j] |= attention[j] * static_cast<float>(n) >= config_.evaluation_share;
+      peak = attention[j] > attention[peak] ? j : peak;
     }
+    if (n > 0) frontier_.observe_peak(store_.pos()[peak]);
     update_baselines(attention, n);
     ++stats_.steps;
   }
@@ -258,6 +263,12 @@ class tiered_cache final : public eviction_policy {
   /// [num_cells()] importance I of each cell (F2). The final scores a plan ranked are in its
   /// eviction_plan::scores.
   const float* importance() const noexcept { return importance_.data(); }
+  /// The decoder's current alignment position (frame position it transcribes), from the engine
+  /// (e.g. the model's alignment heads); it replaces the estimate from observed attention.
+  /// Used by the alignment-frontier rule (config.speech.frontier).
+  void set_alignment_position(std::int32_t pos) noexcept { frontier_.set_position(pos); }
+  /// The alignment frontier (given or estimated) the next plan uses.
+  const alignment_frontier& frontier() const noexcept { return frontier_; }
   /// [num_cells()] pool of each cell.
   const pool_tier* tiers() const noexcept override { return store_.tier(); }
   /// [num_speakers] running mean importance per speaker (F16).
@@ -476,6 +487,17 @@ class tiered_cache final : public eviction_policy {
     const workspace w = bind(out);
     score_cells(w);
     mark_protection(w);
+    // Speech rules rank the scores by tier; w.smoothed keeps the scores before that (for the
+    // entropy), w.boundary_pos is free after mark_protection and w.key_bits before selection.
+    const float* raw_scores = w.final_scores;
+    std::int32_t always_kept = 0;
+    for (std::int32_t j = 0; j < store_.size(); ++j) always_kept += w.protection[j] == always;
+    if (apply_speech_rules(config_.speech, config_.frame_ms, store_.pos(), store_.voice(),
+                           importance_.data(), w.protection, always, store_.size(),
+                           target - always_kept, frontier_, w.final_scores, w.smoothed,
+                           reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos)) {
+      raw_scores = w.smoothed;
+    }
     std::uint8_t* mask = w.mask;
     const std::uint8_t* protection = w.protection;
     pool_tier* tier_after = w.tier_after;
@@ -503,7 +525,7 @@ class tiered_cache final : public eviction_policy {
       return tier_after[j] == pool_tier::buffer && protection[j] == unprotected;
     });
     core::entropy_accumulator entropy;
-    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(w.final_scores[order[i]]);
+    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(raw_scores[order[i]]);
     out.normalized_entropy = entropy.normalized_entropy();
     out.ratio = use_ratio ? core::entropy_eviction_ratio(out.normalized_entropy, config_.base_rate,
                                                          config_.lambda)
@@ -594,6 +616,7 @@ class tiered_cache final : public eviction_policy {
   std::vector<std::int32_t> speaker_count_;  // [num_speakers] scratch
   audiokv_stats stats_;
   capacity_forecast forecast_;       // F13 frame-rate and burst estimates
+  alignment_frontier frontier_;      // given or estimated alignment position
   std::int64_t pending_frames_ = 0;  // frames appended since the last prefetch()
 };
 

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Attention-mass correction for evicted cells. Softmax attention gives a stretch of audio mass
+/// in proportion to the cells it holds; neighbouring speech frames have near-equal keys, so a
+/// stretch thinned to a k-th of its cells gets about a k-th of its attention. Uniform thinning
+/// keeps the balance between stretches; any other eviction (dense sinks, dense recent audio,
+/// score clusters) shifts attention towards what was kept densely, and a decoder that attends
+/// back to audio it has transcribed repeats itself. Each kept cell therefore stands for the
+/// evicted cells nearest to it in time, and the engine adds log(weight) to its attention logit
+/// (as merged tokens carry log(size) in A-ToMe, arXiv 2306.16009), so a thinned stretch keeps
+/// its mass: sum over kept of w_j exp(s_j) approximates the sum over all cells when evicted
+/// neighbours had scores close to their keeper's.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../core/compaction.hpp"
+#include "../error.hpp"
+#include "../pool/eviction_plan.hpp"
+
+namespace audiokv {
+
+/// @brief Weights w_j >= 1 (cells each kept cell stands for) of one cache, kept in slot order
+/// alongside the policy's cells, and their logarithms as logit biases.
+///
+/// Invariant: the weights sum to the number of cells ever appended and not dropped by a plan
+/// that leaves no kept cell. Memory is sized by the constructor; append and apply never
+/// allocate.
+class attention_mass {
+ public:
+  explicit attention_mass(std::int32_t capacity)
+      : weight_(static_cast<std::size_t>(capacity)), bias_(static_cast<std::size_t>(capacity)) {
+    AUDIOKV_REQUIRE(capacity >= 0, "attention_mass", "capacity", capacity, "must be >= 0");
+  }
+
+  /// `count` new cells of weight 1 (bias 0) after the current ones.
+  void append(std::int32_t count) {
+    AUDIOKV_REQUIRE(count >= 0 && static_cast<std::size_t>(size_) + count <= weight_.size(),
+                    "attention_mass::append", "count", count, "exceeds the capacity");
+    for (std::int32_t i = size_; i < size_ + count; ++i) {
+      weight_[i] = 1.0;
+      bias_[i] = 0.0f;
+    }
+    size_ += count;
+  }
+
+  /// Applies a plan made for the current cells: each evicted cell's weight goes to the kept
+  /// cell nearest to it in position (ties: the older), then the kept cells compact.
+  /// @param pos [plan.n_kv_before] positions of the cells before the plan, ascending.
+  void apply(const eviction_plan& plan, const std::int32_t* pos) {
+    AUDIOKV_REQUIRE(plan.n_kv_before == size_, "attention_mass::apply", "plan.n_kv_before",
+                    plan.n_kv_before, "must equal the cells held");
+    std::int32_t previous_kept = -1;  // slot of the latest kept cell before i
+    std::int32_t next_kept = 0;       // first kept slot at or after i
+    for (std::int32_t i = 0; i < size_; ++i) {
+      if (plan.move_to[i] != core::evicted_slot) {
+        previous_kept = i;
+        continue;
+      }
+      if (next_kept <= i) {
+        next_kept = i + 1;
+        while (next_kept < size_ && plan.move_to[next_kept] == core::evicted_slot) ++next_kept;
+      }
+      const bool has_next = next_kept < size_;
+      std::int32_t to = previous_kept;
+      if (to < 0 || (has_next && pos[next_kept] - pos[i] < pos[i] - pos[to])) to = next_kept;
+      if (to >= 0 && to < size_) weight_[to] += weight_[i];
+    }
+    for (std::int32_t i = 0; i < size_; ++i) {
+      const std::int32_t to = plan.move_to[i];
+      if (to != core::evicted_slot) weight_[to] = weight_[i];
+    }
+    size_ = plan.n_kv_after;
+    for (std::int32_t j = 0; j < size_; ++j) bias_[j] = static_cast<float>(std::log(weight_[j]));
+  }
+
+  std::int32_t size() const noexcept { return size_; }
+  /// [size()] cells each kept cell stands for.
+  const double* weights() const noexcept { return weight_.data(); }
+  /// [size()] log(weights()): add to each cell's attention logit.
+  const float* logit_bias() const noexcept { return bias_.data(); }
+
+ private:
+  std::vector<double> weight_;
+  std::vector<float> bias_;
+  std::int32_t size_ = 0;
+};
+
+}  // namespace audiokv

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The speech rules of the AudioKV selection, as tiers over the scores: attention sinks (kept
+/// first), the temporal-coverage floor, the audio at and ahead of the alignment frontier, then
+/// everything else; inside a tier the scores decide. Selection of the lowest final scores then
+/// evicts the past beyond its strided floor first, the unreached audio beyond its floor next,
+/// and the floor and the sinks last.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "../core/selection.hpp"
+#include "alignment_frontier.hpp"
+#include "attention_sinks.hpp"
+#include "temporal_coverage.hpp"
+
+namespace audiokv {
+
+/// @brief Every speech rule, each with its own switch (an ablation turns one off).
+struct speech_rules_config {
+  attention_sinks_config sinks{};
+  temporal_coverage_config coverage{};
+  alignment_frontier_config frontier{};
+
+  /// True when any rule is on.
+  bool any() const noexcept { return sinks.enabled || coverage.enabled || frontier.enabled; }
+  /// Throws audiokv::error naming the first invalid field.
+  void validate(const char* where) const {
+    sinks.validate(where);
+    coverage.validate(where);
+    frontier.validate(where);
+  }
+};
+
+/// Tiers of apply_speech_rules(), lowest evicted first.
+enum class speech_tier : std::uint8_t { rest = 0, ahead = 1, floor = 2, sink = 3 };
+
+/// @brief Rewrites one plan's scores by tier: score[j] = tier_j * n + rank_j, rank_j being the
+/// place of (score[j], pos[j]) in the eviction order of all n cells (0 = evicted first), so
+/// selecting the lowest evicts tier by tier and by score inside a tier. Exact in float while
+/// 4 n <= 2^24. Does nothing (and returns false) when no rule is on.
+///
+/// protected: [n] or null; cells with protected[j] >= kept_level are kept whatever the scores
+/// (the cache's protections): they get the sink tier, count toward the coverage of their time,
+/// and `keep` counts only the other cells. keep: the cells the plan keeps besides those. Sinks (at
+/// most sinks.max_share * keep) come first; the coverage floor takes floor(share * (keep - sinks))
+/// cells; with a known frontier f, positions before f - ceil(lookback_ms / frame_ms) count at
+/// past_density in the floor, floor cells after f are chosen by position only, and cells from
+/// f - lookback on that are neither sinks nor floor form the `ahead` tier.
+///
+/// Scratch, each [n]: raw receives the scores before the rewrite; tier and order are work
+/// space. Allocates nothing.
+inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms,
+                               const std::int32_t* pos, const float* voice, const float* importance,
+                               const std::uint8_t* protected_cells, std::uint8_t kept_level,
+                               std::int32_t n, std::int32_t keep,
+                               const alignment_frontier& frontier, float* score, float* raw,
+                               std::uint8_t* tier, std::int32_t* order) {
+  if (!config.any() || n <= 0) return false;
+  constexpr auto rest = static_cast<std::uint8_t>(speech_tier::rest);
+  for (std::int32_t j = 0; j < n; ++j) {
+    const bool kept = protected_cells != nullptr && protected_cells[j] >= kept_level;
+    tier[j] = kept ? static_cast<std::uint8_t>(speech_tier::sink) : rest;
+    raw[j] = score[j];
+  }
+  std::int32_t sinks = 0;
+  if (config.sinks.enabled) {
+    sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier,
+                                 static_cast<std::uint8_t>(speech_tier::sink), order);
+  }
+  const bool has_frontier = config.frontier.enabled && frontier.known(config.frontier.estimate);
+  std::int64_t dense_from = INT64_MIN;
+  if (has_frontier) {
+    const auto lookback = static_cast<std::int64_t>(
+        std::ceil(static_cast<double>(config.frontier.lookback_ms) / frame_ms - 1e-6));
+    dense_from = static_cast<std::int64_t>(frontier.position()) - lookback;
+  }
+  if (config.coverage.enabled) {
+    const auto quota = static_cast<std::int32_t>(
+        std::floor(static_cast<double>(config.coverage.share) * std::max(keep - sinks, 0) + 1e-9));
+    const auto segment = static_cast<std::int32_t>(std::max(
+        1.0, std::ceil(static_cast<double>(config.coverage.segment_ms) / frame_ms - 1e-6)));
+    // Ahead of a known frontier the decoder has not attended yet: the floor goes by position.
+    mark_coverage_floor(pos, voice, raw, n, quota, segment, dense_from,
+                        has_frontier ? config.frontier.past_density : 1.0,
+                        config.coverage.silence_weight, tier,
+                        static_cast<std::uint8_t>(speech_tier::floor),
+                        has_frontier ? frontier.position() : INT64_MAX);
+  }
+  if (has_frontier) {
+    for (std::int32_t j = 0; j < n; ++j) {
+      if (tier[j] == rest && pos[j] >= dense_from) {
+        tier[j] = static_cast<std::uint8_t>(speech_tier::ahead);
+      }
+    }
+  }
+  for (std::int32_t j = 0; j < n; ++j) order[j] = j;
+  std::sort(order, order + n, [&](std::int32_t a, std::int32_t b) {
+    return core::evicts_before(raw[a], pos[a], raw[b], pos[b]);
+  });
+  for (std::int32_t r = 0; r < n; ++r) {
+    const std::int32_t j = order[r];
+    score[j] = static_cast<float>(static_cast<std::int64_t>(tier[j]) * n + r);
+  }
+  return true;
+}
+
+}  // namespace audiokv

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Temporal coverage: no stretch of time empties. Neighbouring speech frames are redundant (50
+/// or 100 per second), so which frame of a neighbourhood survives matters less than that every
+/// neighbourhood keeps some; a score-only top-k instead empties whole stretches the decoder has
+/// not attended yet. As in Segmentwise Top-K (arXiv 2511.14293), time is cut into segments of
+/// segment_ms and each segment keeps a floor of cells in proportion to its (weighted) time,
+/// chosen by score inside the segment; the rest of the budget goes to the scores globally.
+#pragma once
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "../error.hpp"
+
+namespace audiokv {
+
+/// @brief Switches and parameters of the temporal-coverage rule.
+struct temporal_coverage_config {
+  /// Off: no floor; only the scores (and the other rules) decide.
+  bool enabled = true;
+  /// Segment length S; segments are aligned on absolute positions, pos / ceil(S / frame_ms).
+  float segment_ms = 1000.0f;
+  /// Fraction of the kept cells (after the sinks) placed as per-segment floors.
+  float share = 1.0f;
+  /// Time weight of an unvoiced stretch relative to a voiced one: a segment counts its frames
+  /// times silence_weight + (1 - silence_weight) * (mean voice of its cells).
+  float silence_weight = 0.25f;
+
+  /// Throws audiokv::error naming the first invalid field.
+  void validate(const char* where) const {
+    AUDIOKV_REQUIRE(std::isfinite(segment_ms) && segment_ms > 0.0f && segment_ms <= 1e9f, where,
+                    "config.speech.coverage.segment_ms", segment_ms, "must be in (0, 1e9]");
+    AUDIOKV_REQUIRE(std::isfinite(share) && share >= 0.0f && share <= 1.0f, where,
+                    "config.speech.coverage.share", share, "must be in [0, 1]");
+    AUDIOKV_REQUIRE(
+        std::isfinite(silence_weight) && silence_weight >= 0.0f && silence_weight <= 1.0f, where,
+        "config.speech.coverage.silence_weight", silence_weight, "must be in [0, 1]");
+  }
+};
+
+namespace detail {
+
+/// Time weight of positions [from, to) at density 1 from `dense_from` on and `past` before.
+inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int64_t dense_from,
+                                   double past) {
+  if (to <= from) return 0.0;
+  const std::int64_t split = dense_from < from ? from : dense_from > to ? to : dense_from;
+  return past * static_cast<double>(split - from) + static_cast<double>(to - split);
+}
+
+}  // namespace detail
+
+/// @brief Marks the coverage floor: tier[j] = floor_tier for the chosen cells.
+///
+/// The time span [pos[0], pos[n-1] + 1) is cut into segments [k S, (k + 1) S) (S =
+/// segment_frames). Segment k has weight w_k = (its frames in the span, those before
+/// `dense_from` counted at `past_density`) * (silence_weight + (1 - silence_weight) * mean voice
+/// of its cells). With W = sum of w_k and cumulative weights C_k, segment k gets
+///   q_k = round(F C_k / W) - round(F C_{k-1} / W)
+/// cells, so the quotas add up to F and no stretch longer than about W / F weighted frames is
+/// left without a floor cell. Inside a segment the span is cut into q_k equal sub-spans and each
+/// keeps its highest-scoring unmarked cell (ties: the one nearest the sub-span's centre, then
+/// the older), so evenly spread cells stand in where the scores carry no information. A sub-span
+/// that already holds a kept cell (tier != 0: a sink or a protected cell) needs no other, and
+/// one without cells keeps nothing; either way its cell returns to the global ranking.
+///
+/// @param pos [n] ascending positions; @param voice [n] in [0, 1]; @param score [n];
+/// @param tier [n] cells with tier != 0 are already kept; they are not chosen again and they
+///        satisfy the sub-span they lie in.
+/// @param scored_until cells at later positions count as score 0 inside their sub-span (audio
+///        the decoder has not reached: its attention so far carries no information about it),
+///        so the centre decides there.
+/// @return the number of cells marked.
+inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* voice,
+                                        const float* score, std::int32_t n, std::int32_t floor,
+                                        std::int32_t segment_frames, std::int64_t dense_from,
+                                        double past_density, double silence_weight,
+                                        std::uint8_t* tier, std::uint8_t floor_tier,
+                                        std::int64_t scored_until = INT64_MAX) {
+  if (n <= 0 || floor <= 0 || segment_frames <= 0) return 0;
+  const std::int64_t seg = segment_frames;
+  const std::int64_t first = pos[0], end = static_cast<std::int64_t>(pos[n - 1]) + 1;
+  auto segment_of = [&](std::int64_t p) { return p >= 0 ? p / seg : -((-p + seg - 1) / seg); };
+  // Pass 1: the total weight W.
+  double total = 0.0;
+  for (std::int32_t a = 0; a < n;) {
+    const std::int64_t k = segment_of(pos[a]);
+    std::int32_t b = a;
+    double voiced = 0.0;
+    while (b < n && segment_of(pos[b]) == k) voiced += voice[b++];
+    const std::int64_t lo = k * seg < first ? first : k * seg;
+    const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
+    const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
+    total += factor * detail::coverage_time_weight(lo, hi, dense_from, past_density);
+    a = b;
+  }
+  if (!(total > 0.0)) return 0;
+  // Pass 2: quotas from cumulative weights; the best cell of each sub-span.
+  std::int32_t marked = 0;
+  double cumulative = 0.0;
+  std::int64_t given = 0;
+  for (std::int32_t a = 0; a < n;) {
+    const std::int64_t k = segment_of(pos[a]);
+    std::int32_t b = a;
+    double voiced = 0.0;
+    while (b < n && segment_of(pos[b]) == k) voiced += voice[b++];
+    const std::int64_t lo = k * seg < first ? first : k * seg;
+    const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
+    const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
+    cumulative += factor * detail::coverage_time_weight(lo, hi, dense_from, past_density);
+    const std::int64_t upto = std::llround(static_cast<double>(floor) * cumulative / total);
+    const std::int64_t quota = upto - given;
+    given = upto;
+    const double width = static_cast<double>(hi - lo) / static_cast<double>(quota > 0 ? quota : 1);
+    std::int32_t c = a;
+    for (std::int64_t s = 0; s < quota; ++s) {
+      const double from = static_cast<double>(lo) + width * static_cast<double>(s);
+      const double to = from + width;
+      const double centre = from + 0.5 * width;
+      while (c < b && static_cast<double>(pos[c]) < from) ++c;
+      std::int32_t best = -1;
+      bool covered = false;  // a cell kept already (sink, protected) stands for the sub-span
+      for (std::int32_t j = c; j < b && static_cast<double>(pos[j]) < to; ++j) {
+        if (tier[j] != 0) {
+          covered = true;
+          break;
+        }
+        const float sj = pos[j] <= scored_until ? score[j] : 0.0f;
+        const float sb = best < 0 ? 0.0f : pos[best] <= scored_until ? score[best] : 0.0f;
+        if (best < 0 || sj > sb ||
+            (sj == sb && std::fabs(pos[j] - centre) < std::fabs(pos[best] - centre))) {
+          best = j;
+        }
+      }
+      if (best >= 0 && !covered) {
+        tier[best] = floor_tier;
+        ++marked;
+      }
+    }
+    a = b;
+  }
+  return marked;
+}
+
+}  // namespace audiokv

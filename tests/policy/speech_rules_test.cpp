@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: Apache-2.0
+// The speech rules (attention sinks, temporal coverage, alignment frontier) and the
+// attention-mass correction, against hand-computed selections.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <audiokv/audiokv.hpp>
+#include <audiokv/policy/attention_mass.hpp>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common/stream.hpp"
+
+namespace {
+
+using namespace audiokv;
+
+std::vector<std::int32_t> marked(const std::vector<std::uint8_t>& tier, std::uint8_t level) {
+  std::vector<std::int32_t> out;
+  for (std::size_t j = 0; j < tier.size(); ++j) {
+    if (tier[j] == level) out.push_back(static_cast<std::int32_t>(j));
+  }
+  return out;
+}
+
+struct cells {
+  explicit cells(std::int32_t n) : pos(n), voice(n, 1.0f), score(n, 0.0f), tier(n, 0) {
+    for (std::int32_t j = 0; j < n; ++j) pos[j] = j;
+  }
+  std::int32_t n() const { return static_cast<std::int32_t>(pos.size()); }
+  std::int32_t floor(std::int32_t quota, std::int32_t segment, std::int64_t dense_from = INT64_MIN,
+                     double past = 1.0, double silence = 1.0) {
+    return mark_coverage_floor(pos.data(), voice.data(), score.data(), n(), quota, segment,
+                               dense_from, past, silence, tier.data(), 2);
+  }
+  std::vector<std::int32_t> pos;
+  std::vector<float> voice, score;
+  std::vector<std::uint8_t> tier;
+};
+
+// 20 frames, segments of 10, floor 4: quotas 2 + 2, sub-spans [0,5) [5,10) [10,15) [15,20);
+// equal scores pick the cell nearest each centre (2.5 -> 2, the older of 2 and 3; 7.5 -> 7...).
+TEST(TemporalCoverage, EqualScoresSpreadEvenlyOverSubSpans) {
+  cells c(20);
+  EXPECT_EQ(c.floor(4, 10), 4);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{2, 7, 12, 17}));
+}
+
+TEST(TemporalCoverage, InsideASubSpanTheBestScoreWins) {
+  cells c(20);
+  c.score[4] = 1.0f;   // sub-span [0, 5)
+  c.score[15] = 0.5f;  // sub-span [15, 20)
+  c.floor(4, 10);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{4, 7, 12, 15}));
+}
+
+// Density 0 before position 10: the whole floor goes to [10, 20), sub-spans of 2.5 frames with
+// centres 11.25, 13.75, 16.25, 18.75.
+TEST(TemporalCoverage, PastDensityMovesTheFloorAhead) {
+  cells c(20);
+  c.floor(4, 10, /*dense_from=*/10, /*past=*/0.0);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{11, 14, 16, 19}));
+}
+
+TEST(TemporalCoverage, SilenceWeightMovesTheFloorToVoicedSegments) {
+  cells c(20);
+  for (std::int32_t j = 0; j < 10; ++j) c.voice[j] = 0.0f;
+  c.floor(4, 10, INT64_MIN, 1.0, /*silence=*/0.0);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{11, 14, 16, 19}));
+}
+
+TEST(TemporalCoverage, AKeptCellCoversItsSubSpan) {
+  cells c(20);
+  c.tier[6] = 3;  // a sink in [5, 10)
+  EXPECT_EQ(c.floor(4, 10), 3);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{2, 12, 17}));
+}
+
+// Cumulative rounding: 3 segments of 10 and a floor of 4 -> round(4/3)=1, round(8/3)-1=2,
+// 4-3=1; no segment is skipped although 4 is not a multiple of 3.
+TEST(TemporalCoverage, QuotasFollowCumulativeRounding) {
+  cells c(30);
+  c.floor(4, 10);
+  // [0,10): one sub-span, centre 5; [10,20): two, centres 12.5 -> 12, 17.5 -> 17; [20,30): 25.
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{5, 12, 17, 25}));
+}
+
+TEST(AttentionSinks, FirstCellsThenHighestImportanceWithinTheCap) {
+  std::vector<std::int32_t> pos(10), order(10);
+  std::vector<float> importance(10, 0.1f);
+  for (std::int32_t j = 0; j < 10; ++j) pos[j] = j;
+  importance[7] = 0.9f;
+  importance[4] = 0.8f;
+  importance[1] = 1.0f;  // already a first-cell sink: not counted twice
+  std::vector<std::uint8_t> tier(10, 0);
+  attention_sinks_config config;
+  config.first = 2;
+  config.observed = 2;
+  config.max_share = 1.0f;
+  EXPECT_EQ(mark_attention_sinks(config, pos.data(), importance.data(), 10, 8, tier.data(), 3,
+                                 order.data()),
+            4);
+  EXPECT_EQ(marked(tier, 3), (std::vector<std::int32_t>{0, 1, 4, 7}));
+  // cap = floor(0.25 * 8) = 2: only the first cells.
+  std::fill(tier.begin(), tier.end(), 0);
+  config.max_share = 0.25f;
+  EXPECT_EQ(mark_attention_sinks(config, pos.data(), importance.data(), 10, 8, tier.data(), 3,
+                                 order.data()),
+            2);
+  EXPECT_EQ(marked(tier, 3), (std::vector<std::int32_t>{0, 1}));
+}
+
+TEST(AlignmentFrontier, MedianOfRecentPeaksNeverMovesBack) {
+  alignment_frontier f(3);
+  EXPECT_FALSE(f.known(true));
+  f.observe_peak(10);
+  EXPECT_EQ(f.position(), 10);
+  f.observe_peak(1499);  // a one-step jump to a sink: median(10, 1499) lower = 10
+  EXPECT_EQ(f.position(), 10);
+  f.observe_peak(20);  // median(10, 1499, 20) = 20
+  EXPECT_EQ(f.position(), 20);
+  f.observe_peak(5);  // median(1499, 20, 5) = 20
+  f.observe_peak(6);  // median(20, 5, 6) = 6 < 20: stays
+  EXPECT_EQ(f.position(), 20);
+  EXPECT_FALSE(f.known(false));
+  f.set_position(7);  // the engine's position replaces the estimate
+  EXPECT_TRUE(f.known(false));
+  EXPECT_EQ(f.position(), 7);
+}
+
+// Tier order: sink > floor > ahead > rest; inside a tier the raw score order.
+TEST(SpeechRules, ScoresBecomeTierThenRank) {
+  const std::int32_t n = 8;
+  std::vector<std::int32_t> pos(n), order(n);
+  std::vector<float> voice(n, 1.0f), importance(n, 0.0f), raw(n);
+  std::vector<std::uint8_t> tier(n);
+  std::vector<float> score = {0.7f, 0.6f, 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.0f};
+  for (std::int32_t j = 0; j < n; ++j) pos[j] = j;
+  speech_rules_config config;
+  config.sinks.enabled = true;
+  config.sinks.first = 1;
+  config.sinks.observed = 0;
+  config.sinks.max_share = 1.0f;
+  config.coverage.segment_ms = 80.0f;  // one segment of 8 frames of 10 ms
+  config.coverage.share = 0.5f;        // floor(0.5 * (5 - 1)) = 2 sub-spans: [0, 4), [4, 8)
+  config.frontier.lookback_ms = 0.0f;
+  alignment_frontier frontier;
+  frontier.set_position(6);
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
+                                 nullptr, 0, n, 5, frontier, score.data(), raw.data(), tier.data(),
+                                 order.data()));
+  // Cell 0: sink (it also covers [0, 4)); cell 4: the floor of [4, 8) (best score there);
+  // cells 6, 7: ahead of the frontier; 1, 2, 3, 5: rest. Ranks by raw score: 7 -> 0, ..., 0 -> 7.
+  EXPECT_EQ(score[0], 3 * n + 7);
+  EXPECT_EQ(score[4], 2 * n + 3);
+  EXPECT_EQ(score[6], 1 * n + 1);
+  EXPECT_EQ(score[7], 1 * n + 0);
+  EXPECT_EQ(score[1], 0 * n + 6);
+  EXPECT_EQ(score[5], 0 * n + 2);
+  EXPECT_EQ(raw[0], 0.7f);
+  speech_rules_config off = config;
+  off.sinks.enabled = off.coverage.enabled = off.frontier.enabled = false;
+  EXPECT_FALSE(apply_speech_rules(off, 10.0f, pos.data(), voice.data(), importance.data(), nullptr,
+                                  0, n, 5, frontier, score.data(), raw.data(), tier.data(),
+                                  order.data()));
+}
+
+/// Largest distance between consecutive kept positions of a one-shot plan to `budget` cells
+/// of 1000 frames whose attention (six steps) covers only the first 100.
+std::int32_t largest_gap_after_one_shot(const audiokv_config& config) {
+  tiered_cache<> cache(config);
+  const auto f = test::frames(0, 1000);
+  cache.append(f.data(), 1000);
+  std::vector<float> attention(1000, 0.0f);
+  for (int step = 0; step < 6; ++step) {
+    for (std::int32_t j = 0; j < 1000; ++j) attention[j] = j < 100 ? 0.009f : 0.0001f;
+    cache.observe(attention.data(), 1000);
+  }
+  eviction_plan plan;
+  cache.plan_to(config.budget, plan);
+  cache.apply(plan);
+  std::int32_t gap = 0;
+  for (std::int32_t j = 1; j < cache.num_cells(); ++j) {
+    gap = std::max(gap, cache.positions()[j] - cache.positions()[j - 1]);
+  }
+  return gap;
+}
+
+// The score-only selection empties the audio the decoder has not reached. The coverage floor
+// (share 1, no sinks) keeps one cell per sub-span of 1000 / 190 ~ 5.3 frames (time weights
+// differ only at the recent window), so no two consecutive kept cells are far apart.
+TEST(SpeechRules, DefaultCacheCoversTheWholeClipInOneShot) {
+  audiokv_config config;
+  config.budget = 200;
+  config.capacity = 1000;
+  config.frame_ms = 20.0f;
+  EXPECT_LE(largest_gap_after_one_shot(config), 15);
+  config.speech.sinks.enabled = config.speech.coverage.enabled = false;
+  config.speech.frontier.enabled = false;
+  EXPECT_GT(largest_gap_after_one_shot(config), 100);
+}
+
+// With the frontier at 600, frames before 600 - 50 are covered at past_density (0.25) of the
+// density ahead.
+TEST(SpeechRules, FramesBehindTheFrontierThinToAStridedPast) {
+  audiokv_config config;
+  config.budget = 200;
+  config.capacity = 1000;
+  config.frame_ms = 20.0f;
+  config.speech.sinks.enabled = false;
+  config.speech.coverage.share = 1.0f;
+  tiered_cache<> cache(config);
+  const auto f = test::frames(0, 1000);
+  cache.append(f.data(), 1000);
+  cache.set_alignment_position(600);
+  eviction_plan plan;
+  cache.plan_to(200, plan);
+  cache.apply(plan);
+  std::int32_t past = 0, ahead = 0;
+  for (std::int32_t j = 0; j < cache.num_cells(); ++j)
+    (cache.positions()[j] < 550 ? past : ahead)++;
+  // Weighted time: 550 * 0.25 + 450 = 587.5; floor cells ~ 200 * 137.5 / 587.5 = 47 behind.
+  EXPECT_NEAR(past, 47, 3);
+  EXPECT_NEAR(ahead, 153, 3);
+}
+
+// Positions 0..5, keep 0, 3, 5: cell 1 -> 0 (distance 1 < 2), cell 2 -> 3, cell 4 -> 3 (tie
+// with 5: the older). Weights 2, 3, 1.
+TEST(AttentionMass, EvictedCellsJoinTheNearestKeptCell) {
+  attention_mass mass(6);
+  mass.append(6);
+  eviction_plan plan;
+  plan.n_kv_before = 6;
+  plan.n_kv_after = 3;
+  plan.move_to = {0, -1, -1, 1, -1, 2};
+  const std::vector<std::int32_t> pos = {0, 1, 2, 3, 4, 5};
+  mass.apply(plan, pos.data());
+  ASSERT_EQ(mass.size(), 3);
+  EXPECT_EQ(mass.weights()[0], 2.0);
+  EXPECT_EQ(mass.weights()[1], 3.0);
+  EXPECT_EQ(mass.weights()[2], 1.0);
+  EXPECT_FLOAT_EQ(mass.logit_bias()[1], std::log(3.0f));
+  EXPECT_EQ(mass.logit_bias()[2], 0.0f);
+  // A second plan folds weights, not counts: keep slot 1 only -> 6.
+  plan.n_kv_before = 3;
+  plan.n_kv_after = 1;
+  plan.move_to = {-1, 0, -1};
+  const std::vector<std::int32_t> pos2 = {0, 3, 5};
+  mass.apply(plan, pos2.data());
+  EXPECT_EQ(mass.weights()[0], 6.0);
+}
+
+TEST(SpeechRules, ConfigValidationNamesTheField) {
+  audiokv_config config;
+  config.budget = 100;
+  config.speech.coverage.share = 1.5f;
+  try {
+    config.validate();
+    FAIL() << "no error";
+  } catch (const audiokv::error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.speech.coverage.share"), std::string::npos);
+  }
+  config.speech.coverage.share = 0.5f;
+  config.speech.frontier.filter = 4;
+  EXPECT_THROW(config.validate(), audiokv::error);
+}
+
+}  // namespace
