@@ -151,13 +151,23 @@ TEST(SpeechRules, ScoresBecomeTierThenRank) {
                                  nullptr, 0, n, 5, frontier, score.data(), raw.data(), tier.data(),
                                  order.data()));
   // Cell 0: sink (it also covers [0, 4)); cell 4: the floor of [4, 8) (best score there);
-  // cells 6, 7: ahead of the frontier; 1, 2, 3, 5: rest. Ranks by raw score: 7 -> 0, ..., 0 -> 7.
-  EXPECT_EQ(score[0], 3 * n + 7);
-  EXPECT_EQ(score[4], 2 * n + 3);
-  EXPECT_EQ(score[6], 1 * n + 1);
-  EXPECT_EQ(score[7], 1 * n + 0);
-  EXPECT_EQ(score[1], 0 * n + 6);
-  EXPECT_EQ(score[5], 0 * n + 2);
+  // cells 6, 7: ahead of the frontier; 1, 2, 3, 5: rest. Scores: 4 tier + 1.5 + 1.5 x/(1+|x|),
+  // x = raw / mean |raw| (mean 0.35).
+  auto expected = [](int level, float value) {
+    const double x = value / 0.35;
+    return static_cast<float>(4.0 * level + 1.5 + 1.5 * x / (1.0 + std::fabs(x)));
+  };
+  EXPECT_FLOAT_EQ(score[0], expected(3, 0.7f));
+  EXPECT_FLOAT_EQ(score[4], expected(2, 0.3f));
+  EXPECT_FLOAT_EQ(score[6], expected(1, 0.1f));
+  EXPECT_FLOAT_EQ(score[7], expected(1, 0.0f));
+  EXPECT_FLOAT_EQ(score[1], expected(0, 0.6f));
+  EXPECT_FLOAT_EQ(score[5], expected(0, 0.2f));
+  // Eviction order: rest by score (5, 3, 2, 1), then ahead (7, 6), then floor, then sink.
+  const std::vector<std::int32_t> order_expected = {5, 3, 2, 1, 7, 6, 4, 0};
+  for (std::size_t i = 1; i < order_expected.size(); ++i) {
+    EXPECT_LT(score[order_expected[i - 1]], score[order_expected[i]]) << i;
+  }
   EXPECT_EQ(raw[0], 0.7f);
   speech_rules_config off = config;
   off.sinks.enabled = off.coverage.enabled = off.frontier.enabled = false;

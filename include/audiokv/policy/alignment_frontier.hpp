@@ -5,8 +5,9 @@
 /// that align text to audio peaks at the frame being transcribed. Frames well behind the
 /// frontier have been transcribed and are needed only as context; frames at and ahead of it
 /// are still to be read. The engine may give the position (set_position, e.g. from a model's
-/// known alignment heads); otherwise it is estimated as the running maximum of the median of
-/// the most-attended position over the last `filter` observed steps.
+/// known alignment heads), or feed per-step peaks to observe_peak(), which filters them: the
+/// running maximum of the median of the most-attended position over the last `filter` steps.
+/// A cache given neither estimates the position when it plans (speech_rules.hpp).
 #pragma once
 
 #include <algorithm>
@@ -21,10 +22,12 @@ namespace audiokv {
 struct alignment_frontier_config {
   /// Off: no cell is treated as ahead of or behind the frontier.
   bool enabled = true;
-  /// Estimate the frontier from observed attention when the engine gives no position.
+  /// Estimate the frontier when planning, from the cells' running attention, when the engine
+  /// gives no position.
   bool estimate = true;
-  /// Width (odd, 1..15) of the median filter over the per-step most-attended positions; it
-  /// rejects the single-step jumps of attention to sinks or to the end of the audio.
+  /// Width (odd, 1..15) of alignment_frontier's median filter over the per-step peaks given to
+  /// observe_peak(); it rejects single-step jumps of attention to sinks or to the end of the
+  /// audio.
   std::int32_t filter = 5;
   /// Cells newer than frontier - lookback_ms count as not yet passed (the decoder's attention
   /// still reaches about a word back while it emits a word).

@@ -38,18 +38,23 @@ struct speech_rules_config {
 /// Tiers of apply_speech_rules(), lowest evicted first.
 enum class speech_tier : std::uint8_t { rest = 0, ahead = 1, floor = 2, sink = 3 };
 
-/// @brief Rewrites one plan's scores by tier: score[j] = tier_j * n + rank_j, rank_j being the
-/// place of (score[j], pos[j]) in the eviction order of all n cells (0 = evicted first), so
-/// selecting the lowest evicts tier by tier and by score inside a tier. Exact in float while
-/// 4 n <= 2^24. Does nothing (and returns false) when no rule is on.
+/// @brief Rewrites one plan's scores by tier in O(n), without sorting:
+///   score[j] = 4 tier_j + 1.5 + 1.5 x_j / (1 + |x_j|),  x_j = raw_j / mean_k |raw_k|
+/// (x_j = 0 when every raw score is 0). The second term is non-decreasing in raw_j and lies in
+/// (0, 3), so selecting the lowest evicts tier by tier and by raw score inside a tier (scores
+/// that the squash makes equal tie, and ties evict the older cell). Does nothing (and returns
+/// false) when no rule is on.
 ///
 /// protected: [n] or null; cells with protected[j] >= kept_level are kept whatever the scores
 /// (the cache's protections): they get the sink tier, count toward the coverage of their time,
-/// and `keep` counts only the other cells. keep: the cells the plan keeps besides those. Sinks (at
-/// most sinks.max_share * keep) come first; the coverage floor takes floor(share * (keep - sinks))
-/// cells; with a known frontier f, positions before f - ceil(lookback_ms / frame_ms) count at
-/// past_density in the floor, floor cells after f are chosen by position only, and cells from
-/// f - lookback on that are neither sinks nor floor form the `ahead` tier.
+/// and `keep` counts only the other cells. keep: the cells the plan keeps besides those. Sinks
+/// (at most sinks.max_share * keep) come first; the coverage floor takes floor(share * (keep -
+/// sinks)) cells; with a known frontier f, positions before f - ceil(lookback_ms / frame_ms)
+/// count at past_density in the floor, floor cells after f are chosen by position only, and
+/// cells from f - lookback on that are neither sinks nor floor form the `ahead` tier. The
+/// frontier is the engine's position when it gave one; else, when frontier.estimate, the
+/// position of the cell of highest importance (the running attention, whose peak follows the
+/// decoder's alignment in the heads that align).
 ///
 /// Scratch, each [n]: raw receives the scores before the rewrite; tier and order are work
 /// space. Allocates nothing.
@@ -71,12 +76,21 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
     sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier,
                                  static_cast<std::uint8_t>(speech_tier::sink), order);
   }
-  const bool has_frontier = config.frontier.enabled && frontier.known(config.frontier.estimate);
+  const bool has_frontier =
+      config.frontier.enabled && (frontier.given() || config.frontier.estimate);
+  std::int64_t at = INT64_MAX;  // the frontier's position
   std::int64_t dense_from = INT64_MIN;
   if (has_frontier) {
+    if (frontier.given()) {
+      at = frontier.position();
+    } else {
+      std::int32_t peak = 0;
+      for (std::int32_t j = 1; j < n; ++j) peak = importance[j] > importance[peak] ? j : peak;
+      at = pos[peak];
+    }
     const auto lookback = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(config.frontier.lookback_ms) / frame_ms - 1e-6));
-    dense_from = static_cast<std::int64_t>(frontier.position()) - lookback;
+    dense_from = at - lookback;
   }
   if (config.coverage.enabled) {
     const auto quota = static_cast<std::int32_t>(
@@ -87,8 +101,7 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
     mark_coverage_floor(pos, voice, raw, n, quota, segment, dense_from,
                         has_frontier ? config.frontier.past_density : 1.0,
                         config.coverage.silence_weight, tier,
-                        static_cast<std::uint8_t>(speech_tier::floor),
-                        has_frontier ? frontier.position() : INT64_MAX);
+                        static_cast<std::uint8_t>(speech_tier::floor), at);
   }
   if (has_frontier) {
     for (std::int32_t j = 0; j < n; ++j) {
@@ -97,13 +110,12 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
       }
     }
   }
-  for (std::int32_t j = 0; j < n; ++j) order[j] = j;
-  std::sort(order, order + n, [&](std::int32_t a, std::int32_t b) {
-    return core::evicts_before(raw[a], pos[a], raw[b], pos[b]);
-  });
-  for (std::int32_t r = 0; r < n; ++r) {
-    const std::int32_t j = order[r];
-    score[j] = static_cast<float>(static_cast<std::int64_t>(tier[j]) * n + r);
+  double scale = 0.0;
+  for (std::int32_t j = 0; j < n; ++j) scale += std::fabs(static_cast<double>(raw[j]));
+  scale = scale > 0.0 ? static_cast<double>(n) / scale : 0.0;
+  for (std::int32_t j = 0; j < n; ++j) {
+    const double x = static_cast<double>(raw[j]) * scale;
+    score[j] = static_cast<float>(4.0 * tier[j] + 1.5 + 1.5 * x / (1.0 + std::fabs(x)));
   }
   return true;
 }

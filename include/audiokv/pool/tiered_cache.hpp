@@ -120,13 +120,10 @@ class tiered_cache final : public eviction_policy {
   void observe(const float* attention, std::int32_t num_cells) override {
     store_.validate_scores("tiered_cache::observe", attention, num_cells);
     const std::int32_t n = num_cells;  // == store_.size(), and the length of `attention`
-    std::int32_t peak = 0;  // most-attended cell (first of ties): the frontier estimate's input
     for (std::int32_t j = 0; j < n; ++j) {
       importance_[j] = core::importance_update(importance_[j], attention[j], config_.alpha);
       evaluated_[j] |= attention[j] * static_cast<float>(n) >= config_.evaluation_share;
-      peak = attention[j] > attention[peak] ? j : peak;
     }
-    if (n > 0) frontier_.observe_peak(store_.pos()[peak]);
     update_baselines(attention, n);
     ++stats_.steps;
   }
@@ -267,7 +264,7 @@ class tiered_cache final : public eviction_policy {
   /// (e.g. the model's alignment heads); it replaces the estimate from observed attention.
   /// Used by the alignment-frontier rule (config.speech.frontier).
   void set_alignment_position(std::int32_t pos) noexcept { frontier_.set_position(pos); }
-  /// The alignment frontier (given or estimated) the next plan uses.
+  /// The engine's alignment position, if given (else plans estimate it, config.speech.frontier).
   const alignment_frontier& frontier() const noexcept { return frontier_; }
   /// [num_cells()] pool of each cell.
   const pool_tier* tiers() const noexcept override { return store_.tier(); }
