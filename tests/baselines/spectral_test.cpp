@@ -166,12 +166,17 @@ std::vector<double> naive_median5(const std::vector<double>& x) {
 }
 
 // The stage inside a cache with headroom (capacity > budget) and bursts of frames: every plan
-// must bring the cache back under the trigger level (hence the budget), and the final scores
-// of every plan must be the pipeline's output, low-pass then median, times the F14 voice weight.
+// must bring the cache back under the trigger level (hence the budget), and the scores of every
+// plan must be the pipeline's output, low-pass then median, times the F14 voice weight.
 TEST(SpectralStage, PlugsIntoTieredCache) {
   audiokv_config c;
   c.budget = 100;
   c.capacity = 160;
+  // Speech rules off: they rewrite plan.scores into tiers and ranks, and this test reads the
+  // scores the pipeline produced.
+  c.speech.sinks.enabled = false;
+  c.speech.coverage.enabled = false;
+  c.speech.frontier.enabled = false;
   tiered_cache<smoothing_pipeline<spectral_lowpass_stage, median_stage<5>>> cache(c);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
