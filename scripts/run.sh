@@ -12,5 +12,5 @@ source scripts/deps/asr.sh
 cmake -S . -B build/asr -G Ninja -DCMAKE_BUILD_TYPE=Release -DAUDIOKV_BUILD_TESTS=OFF \
   -DAUDIOKV_ENABLE_CUDA=OFF >/dev/null
 cmake --build build/asr --target asr_whisper
-if (($# == 0)); then set -- --policies full,audiokv_tuned --keep-ratios 0.4 --int8-buffer; fi
+if (($# == 0)); then set -- --frames all --policies full,audiokv --keep-ratios 0.4 --int8-buffer; fi
 exec build/asr/examples/asr_whisper/asr_whisper "$@"

@@ -29,7 +29,7 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_quality import BINARY, DATA, ROOT, bootstrap  # noqa: E402
 
-POLICY = "audiokv_tuned"
+POLICY = "audiokv"
 
 
 def configurations(tolerances):

@@ -144,7 +144,7 @@ void usage(std::ostream& os) {
         "                  within relative max-abs TOL shares that row (0: exact repeats only)\n"
         "  --int8-buffer   F12: buffer-pool rows are stored as int8 with a per-row scale\n"
         "                  (memory features apply to every policy but 'full'; the run is named\n"
-        "                  e.g. audiokv_tuned+share0.05+int8)\n"
+        "                  e.g. audiokv+share0.05+int8)\n"
         "Without --wav/--manifest, a built-in clip of six Asterisk prompts is transcribed.\n";
 }
 
