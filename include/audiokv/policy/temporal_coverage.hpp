@@ -83,9 +83,13 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
   const std::int64_t seg = segment_frames;
   const std::int64_t first = pos[0], end = static_cast<std::int64_t>(pos[n - 1]) + 1;
   auto segment_of = [&](std::int64_t p) { return p >= 0 ? p / seg : -((-p + seg - 1) / seg); };
-  // Pass 1: the total weight W.
-  double total = 0.0;
-  for (std::int32_t a = 0; a < n;) {
+  // The segment whose first cell is a: its cells [a, b), its span [lo, hi) and its weight w_k.
+  struct segment {
+    std::int32_t b;
+    std::int64_t lo, hi;
+    double weight;
+  };
+  auto segment_at = [&](std::int32_t a) {
     const std::int64_t k = segment_of(pos[a]);
     std::int32_t b = a;
     double voiced = 0.0;
@@ -93,8 +97,15 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     const std::int64_t lo = k * seg < first ? first : k * seg;
     const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
     const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
-    total += factor * detail::coverage_time_weight(lo, hi, dense_from, past_density);
-    a = b;
+    return segment{b, lo, hi,
+                   factor * detail::coverage_time_weight(lo, hi, dense_from, past_density)};
+  };
+  // Pass 1: the total weight W.
+  double total = 0.0;
+  for (std::int32_t a = 0; a < n;) {
+    const segment sg = segment_at(a);
+    total += sg.weight;
+    a = sg.b;
   }
   if (!(total > 0.0)) return 0;
   // Pass 2: quotas from cumulative weights; the best cell of each sub-span.
@@ -102,14 +113,10 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
   double cumulative = 0.0;
   std::int64_t given = 0;
   for (std::int32_t a = 0; a < n;) {
-    const std::int64_t k = segment_of(pos[a]);
-    std::int32_t b = a;
-    double voiced = 0.0;
-    while (b < n && segment_of(pos[b]) == k) voiced += voice[b++];
-    const std::int64_t lo = k * seg < first ? first : k * seg;
-    const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
-    const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
-    cumulative += factor * detail::coverage_time_weight(lo, hi, dense_from, past_density);
+    const segment sg = segment_at(a);
+    const std::int32_t b = sg.b;
+    const std::int64_t lo = sg.lo, hi = sg.hi;
+    cumulative += sg.weight;
     const std::int64_t upto = std::llround(static_cast<double>(floor) * cumulative / total);
     const std::int64_t quota = upto - given;
     given = upto;
