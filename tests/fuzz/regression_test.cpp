@@ -64,4 +64,31 @@ TEST(FuzzRegression, PlanToStopsEmergencyOverflowAtItsTarget) {
   EXPECT_EQ(cache.stats().emergency_evictions, 1);
 }
 
+// Defect C: a tiny frame_ms turned the speech rules' millisecond spans (lookback_ms,
+// segment_ms) into more frames than an integer holds, and planning converted them unchecked
+// (float-cast overflow, reproducer crashes/policy_fuzzer/speech_rules_ms_overflow). The
+// configuration is now rejected, naming the span, before any cache exists.
+TEST(FuzzRegression, SpeechRuleSpansBeyondTheFrameRangeAreRejected) {
+  audiokv_config c;
+  c.budget = 100;
+  c.min_retention_ms = 0.0f;
+  c.boundary_horizon_ms = 0.0f;
+  c.frame_ms = 1e-30f;  // 1000 ms = 1e33 frames
+  try {
+    tiered_cache<> cache(c);
+    FAIL() << "a lookback of 1e33 frames was accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "config.speech.frontier.lookback_ms");
+  }
+  c.speech.frontier.enabled = false;
+  try {
+    tiered_cache<> cache(c);
+    FAIL() << "a coverage segment of 1e33 frames was accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "config.speech.coverage.segment_ms");
+  }
+  c.speech.coverage.enabled = false;
+  EXPECT_NO_THROW(tiered_cache<> cache(c));  // rules off: their spans are never converted
+}
+
 }  // namespace

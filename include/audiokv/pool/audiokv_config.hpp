@@ -141,6 +141,16 @@ struct audiokv_config {
                     "config.drift_factor", drift_factor, "must be > 0");
     prefetch.validate(where);
     speech.validate(where);
+    // The speech rules convert these to frames when planning; bound them here, before any int
+    // conversion (a tiny frame_ms makes a millisecond span overflow).
+    AUDIOKV_REQUIRE(
+        !speech.frontier.enabled || frames_for(speech.frontier.lookback_ms) <= max_frames, where,
+        "config.speech.frontier.lookback_ms", speech.frontier.lookback_ms,
+        "spans more than 2^30 frames of frame_ms");
+    AUDIOKV_REQUIRE(
+        !speech.coverage.enabled || frames_for(speech.coverage.segment_ms) <= max_frames, where,
+        "config.speech.coverage.segment_ms", speech.coverage.segment_ms,
+        "spans more than 2^30 frames of frame_ms");
     validate_protected_set(where);
   }
 
