@@ -22,6 +22,16 @@
 
 namespace audiokv::detail {
 
+/// The view an unchecked-length observe_group(pointer, group_size, num_cells) reads: exactly
+/// group_size * num_cells floats, or none when either count is invalid (the span form then
+/// reports the bad count by name before reading anything).
+inline span<const float> group_rows(const float* attention, std::int32_t group_size,
+                                    std::int32_t num_cells) noexcept {
+  const std::int64_t length =
+      group_size >= 1 && num_cells >= 0 ? static_cast<std::int64_t>(group_size) * num_cells : 0;
+  return span<const float>(attention, static_cast<std::size_t>(length));
+}
+
 /// Compacts one per-cell array by a plan's move map (kept entries keep their order).
 template <class T>
 void compact_array(std::vector<T>& values, const eviction_plan& plan) {

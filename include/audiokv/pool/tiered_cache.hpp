@@ -150,10 +150,8 @@ class tiered_cache final : public eviction_policy {
   /// span form above, which a std::vector or an array converts to.
   void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
                      gqa_reduce mode = gqa_reduce::mean) {
-    const std::int64_t length =
-        group_size >= 1 && num_cells >= 0 ? static_cast<std::int64_t>(group_size) * num_cells : 0;
-    observe_group(span<const float>(attention, static_cast<std::size_t>(length)), group_size,
-                  num_cells, mode);
+    observe_group(detail::group_rows(attention, group_size, num_cells), group_size, num_cells,
+                  mode);
   }
 
   bool wants_eviction() const noexcept override { return store_.size() >= trigger_cells_; }

@@ -100,10 +100,8 @@ class baseline_policy : public eviction_policy {
   /// which the caller guarantees it holds. Prefer the span form (std::vector converts to it).
   void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
                      gqa_reduce mode = gqa_reduce::mean) {
-    const std::int64_t length =
-        group_size >= 1 && num_cells >= 0 ? static_cast<std::int64_t>(group_size) * num_cells : 0;
-    observe_group(span<const float>(attention, static_cast<std::size_t>(length)), group_size,
-                  num_cells, mode);
+    observe_group(detail::group_rows(attention, group_size, num_cells), group_size, num_cells,
+                  mode);
   }
 
   bool wants_eviction() const noexcept override { return store_.size() > budget_; }
