@@ -5,8 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <audiokv/detail/radix_select.hpp>
 #include <audiokv/eigen.hpp>
+#include <audiokv/policy/detail/radix_select.hpp>
 
 #include <random>
 #include <vector>

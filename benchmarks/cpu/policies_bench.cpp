@@ -5,7 +5,7 @@
 // branch predictor cannot learn one row.
 #include <benchmark/benchmark.h>
 
-#include <audiokv/policy/registry.hpp>
+#include <audiokv/registry.hpp>
 #include <cstdint>
 #include <memory>
 #include <random>

@@ -25,7 +25,7 @@
 #include "src/whisper_model.hpp"
 #include "src/whisper_transcriber.hpp"
 
-#include <audiokv/policy/registry.hpp>
+#include <audiokv/registry.hpp>
 
 namespace {
 

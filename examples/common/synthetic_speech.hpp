@@ -3,7 +3,7 @@
 /// A synthetic speech-like frame stream for demos, tests and benchmarks (no audio involved).
 #pragma once
 
-#include <audiokv/pool/frame.hpp>
+#include <audiokv/types/frame.hpp>
 #include <cstdint>
 #include <random>
 #include <vector>

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <audiokv/policy/registry.hpp>
+#include <audiokv/registry.hpp>
 #include <cmath>
 #include <functional>
 #include <limits>

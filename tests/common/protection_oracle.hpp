@@ -14,10 +14,10 @@
 /// Sized once in the constructor: append, check and apply never allocate.
 #pragma once
 
-#include <audiokv/pool/audiokv_config.hpp>
-#include <audiokv/pool/eviction_plan.hpp>
-#include <audiokv/pool/frame.hpp>
-#include <audiokv/pool/pool_split.hpp>
+#include <audiokv/policy/audiokv_config.hpp>
+#include <audiokv/types/eviction_plan.hpp>
+#include <audiokv/types/frame.hpp>
+#include <audiokv/types/pool_split.hpp>
 #include <cmath>
 #include <cstdint>
 #include <vector>

@@ -3,7 +3,7 @@
 /// Test helpers: frame batches, and the synthetic speech stream of examples/common.
 #pragma once
 
-#include <audiokv/pool/frame.hpp>
+#include <audiokv/types/frame.hpp>
 
 #include <cstdint>
 #include <random>

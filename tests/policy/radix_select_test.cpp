@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <audiokv/core/selection.hpp>
-#include <audiokv/detail/radix_select.hpp>
+#include <audiokv/policy/detail/radix_select.hpp>
 #include <random>
 #include <vector>
 

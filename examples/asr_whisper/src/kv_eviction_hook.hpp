@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-#include <audiokv/pool/pool_split.hpp>
+#include <audiokv/types/pool_split.hpp>
 #include <cstdint>
 #include <vector>
 

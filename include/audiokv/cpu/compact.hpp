@@ -10,7 +10,7 @@
 #include "../core/compaction.hpp"
 #include "../core/kv_view.hpp"
 #include "../error.hpp"
-#include "../pool/eviction_plan.hpp"
+#include "../types/eviction_plan.hpp"
 
 namespace audiokv::cpu {
 

@@ -14,8 +14,8 @@
 #include "../core/attention.hpp"
 #include "../core/shared_rows.hpp"
 #include "../error.hpp"
-#include "../pool/eviction_plan.hpp"
 #include "../pool/shared_row_table.hpp"
+#include "../types/eviction_plan.hpp"
 #include "quantize.hpp"
 
 namespace audiokv::cpu {

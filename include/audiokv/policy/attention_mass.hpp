@@ -18,7 +18,7 @@
 
 #include "../core/compaction.hpp"
 #include "../error.hpp"
-#include "../pool/eviction_plan.hpp"
+#include "../types/eviction_plan.hpp"
 
 namespace audiokv {
 

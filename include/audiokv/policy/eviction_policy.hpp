@@ -11,10 +11,10 @@
 
 #include "../detail/describe.hpp"
 #include "../error.hpp"
-#include "../pool/eviction_plan.hpp"
-#include "../pool/frame.hpp"
-#include "../pool/pool_split.hpp"
 #include "../span.hpp"
+#include "../types/eviction_plan.hpp"
+#include "../types/frame.hpp"
+#include "../types/pool_split.hpp"
 
 namespace audiokv {
 

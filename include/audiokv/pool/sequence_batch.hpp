@@ -12,7 +12,7 @@
 #include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
-#include "eviction_plan.hpp"
+#include "../types/eviction_plan.hpp"
 
 namespace audiokv {
 

@@ -9,8 +9,8 @@
 
 #include "../core/compaction.hpp"
 #include "../error.hpp"
-#include "pool_split.hpp"
-#include "row_transition.hpp"
+#include "../types/pool_split.hpp"
+#include "../types/row_transition.hpp"
 
 namespace audiokv {
 

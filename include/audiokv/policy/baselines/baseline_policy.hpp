@@ -13,11 +13,11 @@
 
 #include "../../core/gqa.hpp"
 #include "../../core/selection.hpp"
-#include "../../detail/cell_store.hpp"
 #include "../../error.hpp"
-#include "../../pool/eviction_plan.hpp"
-#include "../../pool/frame.hpp"
 #include "../../span.hpp"
+#include "../../types/eviction_plan.hpp"
+#include "../../types/frame.hpp"
+#include "../detail/cell_store.hpp"
 #include "../eviction_policy.hpp"
 
 namespace audiokv {

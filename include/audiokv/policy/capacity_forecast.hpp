@@ -8,7 +8,7 @@
 
 #include "../core/prefetch.hpp"
 #include "../error.hpp"
-#include "prefetch_config.hpp"
+#include "../types/prefetch_config.hpp"
 
 namespace audiokv {
 

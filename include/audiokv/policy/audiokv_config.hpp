@@ -9,9 +9,9 @@
 
 #include "../detail/describe.hpp"
 #include "../error.hpp"
-#include "../policy/speech_rules.hpp"
-#include "pool_split.hpp"
-#include "prefetch_config.hpp"
+#include "../types/pool_split.hpp"
+#include "../types/prefetch_config.hpp"
+#include "speech_rules.hpp"
 
 namespace audiokv {
 

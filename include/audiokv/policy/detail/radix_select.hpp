@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "../core/selection_key.hpp"
+#include "../../core/selection_key.hpp"
 
 namespace audiokv::detail {
 
