@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "error.hpp"
+#include "policy/audiokv/tiered_cache.hpp"
 #include "policy/audiokv_config.hpp"
 #include "policy/baselines/adakv.hpp"
 #include "policy/baselines/baseline_policy.hpp"
@@ -24,7 +25,6 @@
 #include "policy/baselines/uniform_stride.hpp"
 #include "policy/eviction_policy.hpp"
 #include "policy/scores/pooling.hpp"
-#include "pool/tiered_cache.hpp"
 
 namespace audiokv {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <audiokv/pool/tiered_cache.hpp>
+#include <audiokv/policy/audiokv/tiered_cache.hpp>
 
 #include "src/asr_error.hpp"
 #include "src/audiokv_policy_hook.hpp"

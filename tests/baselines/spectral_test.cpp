@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <audiokv/policy/audiokv/tiered_cache.hpp>
 #include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/policy/smoothing_pipeline.hpp>
 #include <audiokv/policy/spectral_stage.hpp>
 #include <audiokv/policy/stage_traits.hpp>
-#include <audiokv/pool/tiered_cache.hpp>
 #include <cmath>
 #include <complex>
 #include <numeric>

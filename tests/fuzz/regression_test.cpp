@@ -3,7 +3,7 @@
 // (tests/fuzz/README.md lists every defect with its reproducer in crashes/<target>/).
 #include <gtest/gtest.h>
 
-#include <audiokv/pool/tiered_cache.hpp>
+#include <audiokv/policy/audiokv/tiered_cache.hpp>
 #include <cstdint>
 #include <vector>
 

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <audiokv/policy/attention_mass.hpp>
+#include <audiokv/policy/audiokv/tiered_cache.hpp>
 #include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
-#include <audiokv/pool/tiered_cache.hpp>
 #include <cmath>
 #include <functional>
 #include <memory>

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The AudioKV policy's per-step state: the importance EMA of each cell, the evaluation flag,
+/// the per-speaker baselines and the drift detector that resets them. One fused pass per step.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "../../core/gqa.hpp"
+#include "../../core/importance.hpp"
+#include "../../types/eviction_plan.hpp"
+#include "../audiokv_config.hpp"
+#include "../detail/cell_store.hpp"
+
+namespace audiokv::detail {
+
+/// True when every value of [values, values + n) is finite and >= 0 (-0 included). Branch-free
+/// so the compiler vectorises it; the caller locates the first bad value only when it is false.
+inline bool all_finite_non_negative(const float* values, std::int64_t n) noexcept {
+  int ok = 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    // NaN fails both comparisons; +-inf fails the second or the first.
+    ok &= static_cast<int>(values[i] >= 0.0f) & static_cast<int>(values[i] <= FLT_MAX);
+  }
+  return ok != 0;
+}
+
+/// @brief Importance I of each cell (an EMA of its attention), whether a step ever gave it at
+/// least evaluation_share / n of the attention, and the running mean importance of each speaker
+/// with its drift reset. Arrays are sized in the constructor and in reserve() only.
+///
+/// observe() runs in one pass over the cells, in blocks that stay in L1: per block a branch-free
+/// loop (GQA reduction, EMA, evaluation flag) the compiler vectorises, then the per-speaker sums
+/// in cell order. Each cell's float operations and each speaker's double additions happen in the
+/// same order as the three-pass definition (EMA and flag; sums; drift), so results are
+/// bit-identical to it.
+class importance_tracker {
+ public:
+  importance_tracker() = default;
+  importance_tracker(const audiokv_config& config, std::int32_t capacity)
+      : alpha_(config.alpha),
+        evaluation_share_(config.evaluation_share),
+        baseline_rate_(config.baseline_rate),
+        drift_factor_(config.drift_factor),
+        drift_window_(config.drift_window),
+        num_speakers_(config.num_speakers),
+        neighbour_prior_(config.neighbour_prior) {
+    importance_.resize(capacity);
+    evaluated_.resize(capacity);
+    baseline_.assign(num_speakers_, 0.0f);
+    speaker_sum_.assign(num_speakers_, 0.0);
+    speaker_count_.assign(num_speakers_, 0);
+  }
+
+  /// Grows the per-cell arrays to `capacity` slots (never shrinks), keeping their values.
+  void reserve(std::int32_t capacity) {
+    if (capacity <= static_cast<std::int32_t>(importance_.size())) return;
+    importance_.resize(capacity);
+    evaluated_.resize(capacity);
+  }
+
+  /// Cells [first, last) were appended: each starts at its older neighbour's importance when
+  /// config.neighbour_prior, else 0, and unevaluated.
+  void on_append(std::int32_t first, std::int32_t last) noexcept {
+    for (std::int32_t slot = first; slot < last; ++slot) {
+      importance_[slot] = neighbour_prior_ && slot > 0 ? importance_[slot - 1] : 0.0f;
+      evaluated_[slot] = 0;
+    }
+  }
+
+  /// One step's validated attention [n] over the cells (speaker id of each in `speaker`).
+  /// @return true when the drift detector reset the speaker baselines.
+  bool observe(const float* attention, std::int32_t n, const std::int32_t* speaker) {
+    return observe_rows(attention, 1, n, gqa_reduce::mean, speaker);
+  }
+
+  /// One step's validated GQA attention [group_size, n], reduced per cell by `mode`
+  /// (core::reduce_group's order) and observed as one row.
+  bool observe_group(const float* attention, std::int32_t group_size, std::int32_t n,
+                     gqa_reduce mode, const std::int32_t* speaker) {
+    return observe_rows(attention, group_size, n, mode, speaker);
+  }
+
+  /// Compacts the per-cell arrays by a validated plan.
+  void compact(const eviction_plan& plan) {
+    compact_array(importance_, plan);
+    compact_array(evaluated_, plan);
+  }
+
+  const float* importance() const noexcept { return importance_.data(); }
+  const std::uint8_t* evaluated() const noexcept { return evaluated_.data(); }
+  const float* baselines() const noexcept { return baseline_.data(); }
+
+ private:
+  static constexpr std::int32_t block = 256;  // cells per block: ~3 KiB of working set
+
+  bool observe_rows(const float* attention, std::int32_t group_size, std::int32_t n,
+                    gqa_reduce mode, const std::int32_t* speaker) {
+    for (std::int32_t s = 0; s < num_speakers_; ++s) {
+      speaker_sum_[s] = 0.0;
+      speaker_count_[s] = 0;
+    }
+    float reduced[block];
+    const float alpha = alpha_, share = evaluation_share_, cells = static_cast<float>(n);
+    float* importance = importance_.data();
+    std::uint8_t* evaluated = evaluated_.data();
+    for (std::int32_t first = 0; first < n; first += block) {
+      const std::int32_t len = std::min(block, n - first);
+      const float* row = attention + first;
+      if (group_size > 1) {
+        // acc = a_0 (op) a_1 (op) ... then / G for the mean: core::reduce_group's order.
+        for (std::int32_t k = 0; k < len; ++k) reduced[k] = row[k];
+        for (std::int32_t g = 1; g < group_size; ++g) {
+          const float* next = row + static_cast<std::int64_t>(g) * n;
+          if (mode == gqa_reduce::max) {
+            for (std::int32_t k = 0; k < len; ++k) reduced[k] = core::max_of(reduced[k], next[k]);
+          } else {
+            for (std::int32_t k = 0; k < len; ++k) reduced[k] = reduced[k] + next[k];
+          }
+        }
+        if (mode == gqa_reduce::mean) {
+          const auto g = static_cast<float>(group_size);
+          for (std::int32_t k = 0; k < len; ++k) reduced[k] = reduced[k] / g;
+        }
+        row = reduced;
+      }
+      float* imp = importance + first;
+      std::uint8_t* flag = evaluated + first;
+      for (std::int32_t k = 0; k < len; ++k) {
+        imp[k] = core::importance_update(imp[k], row[k], alpha);
+        flag[k] = static_cast<std::uint8_t>(flag[k] | (row[k] * cells >= share));
+      }
+      accumulate_speakers(imp, speaker + first, len);
+    }
+    bool reset = false;
+    if (n >= drift_window_) {
+      reset = group_size > 1 ? is_drift(
+                                   [&](std::int32_t j) {
+                                     return core::reduce_group(attention, group_size, n, j, mode);
+                                   },
+                                   n)
+                             : is_drift([&](std::int32_t j) { return attention[j]; }, n);
+    }
+    for (std::int32_t s = 0; s < num_speakers_; ++s) {
+      if (speaker_count_[s] == 0) continue;
+      const float mean_now = static_cast<float>(speaker_sum_[s] / speaker_count_[s]);
+      const bool fresh = reset || baseline_[s] <= 0.0f;
+      baseline_[s] =
+          fresh ? mean_now : (1.0f - baseline_rate_) * baseline_[s] + baseline_rate_ * mean_now;
+    }
+    return reset;
+  }
+
+  /// speaker_sum_[speaker[k]] += imp[k] in cell order; a run of one speaker accumulates in a
+  /// register (the same additions in the same order as through memory).
+  void accumulate_speakers(const float* imp, const std::int32_t* speaker, std::int32_t len) {
+    std::int32_t k = 0;
+    while (k < len) {
+      const std::int32_t s = speaker[k];
+      double sum = speaker_sum_[s];
+      const std::int32_t start = k;
+      if (num_speakers_ == 1) {
+        for (; k < len; ++k) sum += imp[k];
+      } else {
+        for (; k < len && speaker[k] == s; ++k) sum += imp[k];
+      }
+      speaker_sum_[s] = sum;
+      speaker_count_[s] += k - start;
+    }
+  }
+
+  /// Drift: std of the newest drift_window raw scores (score(j)) against its running mean
+  /// global_std_; updates that mean.
+  template <class Score>
+  bool is_drift(Score score, std::int32_t n) {
+    double sum = 0.0, sum_sq = 0.0;
+    const std::int32_t w = drift_window_;
+    for (std::int32_t j = n - w; j < n; ++j) {
+      const float a = score(j);
+      sum += a;
+      sum_sq += static_cast<double>(a) * a;
+    }
+    const double mean = sum / w;
+    const double recent_std = std::sqrt(std::max(0.0, sum_sq / w - mean * mean));
+    const bool drift = drift_history_ >= drift_window_ &&
+                       recent_std > drift_factor_ * global_std_ && global_std_ > 0.0;
+    global_std_ = drift_history_ == 0
+                      ? recent_std
+                      : (1.0 - baseline_rate_) * global_std_ + baseline_rate_ * recent_std;
+    ++drift_history_;
+    return drift;
+  }
+
+  float alpha_ = 0.0f;
+  float evaluation_share_ = 0.0f;
+  float baseline_rate_ = 0.0f;
+  float drift_factor_ = 0.0f;
+  std::int32_t drift_window_ = 0;
+  std::int32_t num_speakers_ = 1;
+  bool neighbour_prior_ = false;
+  std::vector<float> importance_;            // [capacity] importance, slot order
+  std::vector<std::uint8_t> evaluated_;      // [capacity] 1 once attention >= share / n
+  std::vector<float> baseline_;              // [num_speakers] running mean importance
+  std::vector<double> speaker_sum_;          // [num_speakers] this step's sums
+  std::vector<std::int32_t> speaker_count_;  // [num_speakers] this step's counts
+  double global_std_ = 0.0;                  // running mean of the recent std
+  std::int64_t drift_history_ = 0;           // steps that fed global_std_
+};
+
+}  // namespace audiokv::detail

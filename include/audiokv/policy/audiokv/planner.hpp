@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The AudioKV policy's eviction planning: final scores (smoothing pipeline, voice weight,
+/// priors), protection, the speech rules, emergency overflow, promotions, the entropy-driven
+/// ratio and the selection, written into an eviction_plan. Read-only on the cache: all working
+/// memory lives in the plan's scratch.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cstddef>
+#include <cstdint>
+
+#include "../../core/entropy.hpp"
+#include "../../core/math.hpp"
+#include "../../detail/describe.hpp"
+#include "../../error.hpp"
+#include "../../types/eviction_plan.hpp"
+#include "../../types/pool_split.hpp"
+#include "../alignment_frontier.hpp"
+#include "../audiokv_config.hpp"
+#include "../detail/cell_store.hpp"
+#include "../detail/radix_select.hpp"
+#include "../speech_rules.hpp"
+#include "../stage_context.hpp"
+#include "importance_tracker.hpp"
+#include "pool_manager.hpp"
+#include "protection_rules.hpp"
+
+namespace audiokv::detail {
+
+/// @brief One planning call over a cache's parts (a view: it holds references and lives for
+/// one plan).
+template <class Pipeline>
+class planner {
+ public:
+  planner(const audiokv_config& config, const Pipeline& pipeline, const cell_store& store,
+          const importance_tracker& importance, const protection_rules& protection,
+          const pool_manager& pools, const alignment_frontier& frontier) noexcept
+      : config_(config),
+        pipeline_(pipeline),
+        store_(store),
+        importance_(importance),
+        protection_(protection),
+        pools_(pools),
+        frontier_(frontier) {}
+
+  /// Order: emergency overflow; promotions (buffer cells past the recent window fill the base
+  /// pool's room best first, then replace weaker base cells); eviction of the lowest
+  /// unprotected buffer cells at the entropy ratio r, at least down to `target`; then the base
+  /// pool's weakest, then boundary-protected cells, if the target demands it.
+  /// @throws audiokv::error naming "target_cells" when the target is below the cells no plan may
+  ///         evict.
+  void plan_down_to(std::int32_t target, bool use_ratio, eviction_plan& out) const {
+    const workspace w = bind(out);
+    score_cells(w);
+    protection_.mark(store_, w.protection, w.boundary_pos);
+    // Speech rules rank the scores by tier; w.smoothed keeps the scores before that (for the
+    // entropy), w.boundary_pos is free after mark() and w.key_bits before selection.
+    const float* raw_scores = w.final_scores;
+    std::int32_t always_kept = 0;
+    for (std::int32_t j = 0; j < store_.size(); ++j)
+      always_kept += w.protection[j] == protect_always;
+    if (apply_speech_rules(config_.speech, config_.frame_ms, store_.pos(), store_.voice(),
+                           importance_.importance(), w.protection, protect_always, store_.size(),
+                           target - always_kept, frontier_, w.final_scores, w.smoothed,
+                           reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos)) {
+      raw_scores = w.smoothed;
+    }
+    std::uint8_t* mask = w.mask;
+    const std::uint8_t* protection = w.protection;
+    pool_tier* tier_after = w.tier_after;
+    std::int32_t* order = w.order;
+    const std::int32_t n = store_.size();
+    for (std::int32_t j = 0; j < n; ++j) tier_after[j] = store_.tier()[j];
+    std::int32_t needed = n - target;
+
+    // An explicit target is exact: overflow then goes only as far as the target needs.
+    pools_.mark_emergency_overflow(store_, tier_after, protection, use_ratio, order, mask, needed);
+    pools_.plan_promotions(store_, w.final_scores, protection, tier_after, order, w.order_b);
+
+    const std::int32_t candidates = gather_slots(n, order, [&](std::int32_t j) {
+      return tier_after[j] == pool_tier::buffer && protection[j] == protect_none;
+    });
+    core::entropy_accumulator entropy;
+    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(raw_scores[order[i]]);
+    out.normalized_entropy = entropy.normalized_entropy();
+    out.ratio = use_ratio ? core::entropy_eviction_ratio(out.normalized_entropy, config_.base_rate,
+                                                         config_.lambda)
+                          : 0.0f;
+    const std::int32_t by_ratio = use_ratio ? core::ratio_count(out.ratio, candidates) : 0;
+    needed -= evict_lowest(w, order, candidates, std::max(by_ratio, needed));
+
+    if (needed > 0) {
+      const std::int32_t base = gather_slots(n, order, [&](std::int32_t j) {
+        // A boundary-protected buffer cell promoted by this plan goes only in the boundary
+        // stage below, where it is counted as a released protection.
+        const bool boundary_buffer =
+            store_.tier()[j] == pool_tier::buffer && protection[j] == protect_boundary;
+        return tier_after[j] == pool_tier::base && !mask[j] && protection[j] != protect_always &&
+               !boundary_buffer;
+      });
+      needed -= evict_lowest(w, order, base, needed);
+    }
+    std::int32_t released = 0;
+    if (needed > 0) {
+      const std::int32_t soft = gather_slots(n, order, [&](std::int32_t j) {
+        return store_.tier()[j] == pool_tier::buffer && !mask[j] &&
+               protection[j] == protect_boundary;
+      });
+      released = evict_lowest(w, order, soft, needed);
+      needed -= released;
+    }
+    AUDIOKV_REQUIRE(needed <= 0, "tiered_cache::plan", "target_cells", target,
+                    describe("is below the ", target + needed, " cells no plan may evict (of ", n,
+                             " cached: recent window of ", config_.retention_frames(),
+                             " frames, sinks, emergency pool)")
+                        .c_str());
+    store_.build_plan(out);
+    out.protections_released = released;
+    for (std::int32_t j = 0; j < n; ++j) {
+      if (mask[j] || tier_after[j] == store_.tier()[j]) continue;
+      (tier_after[j] == pool_tier::base ? out.promote : out.demote).push_back(j);
+    }
+  }
+
+ private:
+  /// Pointers into a plan's scratch, each sized for the current cells.
+  struct workspace {
+    float* final_scores;         // [n] weighted final scores (the plan's `scores`)
+    float* smoothed;             // [n] pipeline output
+    float* pipeline;             // [n] pipeline ping-pong
+    std::uint8_t* protection;    // [n] protection_level
+    std::int32_t* order;         // [n] candidate indices
+    std::int32_t* order_b;       // [n] second index list
+    std::int32_t* boundary_pos;  // [n] positions of active boundaries
+    pool_tier* tier_after;       // [n] tiers once the plan applies
+    std::uint32_t* key_bits;     // [n] ordered score bits
+    std::uint8_t* mask;          // [n] evict mask, cleared
+  };
+
+  /// Sizes `out`'s scores and scratch for the current cells (no allocation once `out` is
+  /// reserved for the cache's capacity).
+  workspace bind(eviction_plan& out) const {
+    using scratch = plan_scratch;
+    const std::int32_t n = store_.size();
+    plan_scratch& s = out.scratch;
+    out.scores.resize(static_cast<std::size_t>(n));
+    return workspace{out.scores.data(),
+                     scratch::at_least(s.smoothed, n),
+                     scratch::at_least(s.pipeline, n),
+                     scratch::at_least(s.protection, n),
+                     scratch::at_least(s.order, n),
+                     scratch::at_least(s.order_b, n),
+                     scratch::at_least(s.boundary_pos, n),
+                     scratch::at_least(s.tier_after, n),
+                     scratch::at_least(s.key_bits, n),
+                     store_.clear_evict_mask(out)};
+  }
+
+  /// Smoothed scores (pipeline over importance in time order) and final scores:
+  /// s = smoothed (1 + voice_weight voice), then the prior added or as a factor (1 + prior).
+  void score_cells(const workspace& w) const {
+    const std::int32_t n = store_.size();
+    const stage_context ctx{store_.speaker(), importance_.baselines(), config_.num_speakers,
+                            store_.pos()};
+    float* final_scores = w.final_scores;
+    const float* importance = importance_.importance();
+    const std::uint8_t* evaluated = importance_.evaluated();
+    // Cells never evaluated enter the pipeline at the mean importance of all cells, so they
+    // compete by position (an even stride under local_rank_stage), not by noise.
+    const float* input = importance;
+    if (config_.evaluation_share > 0.0f) {
+      double mean = 0.0;
+      for (std::int32_t j = 0; j < n; ++j) mean += importance[j];
+      mean = n > 0 ? mean / n : 0.0;
+      for (std::int32_t j = 0; j < n; ++j) {
+        final_scores[j] = evaluated[j] ? importance[j] : static_cast<float>(mean);
+      }
+      input = final_scores;
+    }
+    pipeline_.apply(input, w.smoothed, w.pipeline, n, ctx);
+    for (std::int32_t j = 0; j < n; ++j) {
+      float s = w.smoothed[j] * (1.0f + config_.voice_weight * store_.voice()[j]);
+      s = config_.prior == prior_mode::add ? s + store_.prior()[j] : s * (1.0f + store_.prior()[j]);
+      // Extreme finite inputs can overflow: NaN ranks lowest, infinities clamp, so selection
+      // keys and the entropy stay defined.
+      final_scores[j] = s == s ? core::clamp_to(s, -FLT_MAX, FLT_MAX) : -FLT_MAX;
+    }
+  }
+
+  /// Marks the `count` lowest (score, position) cells among order[0..size) (ascending slots)
+  /// in the evict mask; a radix select in the order of core/selection_key.hpp.
+  std::int32_t evict_lowest(const workspace& w, const std::int32_t* order, std::int32_t size,
+                            std::int32_t count) const {
+    count = std::min(count, size);
+    radix_select_lowest(w.final_scores, order, size, count, w.key_bits, w.mask);
+    return std::max(count, 0);
+  }
+
+  const audiokv_config& config_;
+  const Pipeline& pipeline_;
+  const cell_store& store_;
+  const importance_tracker& importance_;
+  const protection_rules& protection_;
+  const pool_manager& pools_;
+  const alignment_frontier& frontier_;
+};
+
+}  // namespace audiokv::detail
