@@ -11,7 +11,9 @@
 
 #include <cstdint>
 
+#include "../config.hpp"
 #include "../core/selection.hpp"
+#include "cell_stage.hpp"
 #include "stage_context.hpp"
 
 namespace audiokv {
@@ -20,6 +22,19 @@ namespace audiokv {
 /// the identity. Ties rank by position (older lower), as selection does.
 struct local_rank_stage {
   std::int32_t block = 0;  // cells per block; 0 disables the stage
+
+  /// A cell stage: the rank of cell j inside its block [j - j % block, + block) clipped to n.
+  AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell, const stage_context&) const {
+    if (block <= 0) return cell.centre();
+    const float scale = 1.0f / static_cast<float>(block);
+    const std::int32_t first = cell.j - cell.j % block;
+    const std::int32_t last = first + block < cell.n ? first + block : cell.n;
+    std::int32_t below = 0;
+    for (std::int32_t i = first; i < last; ++i) {
+      below += core::evicts_before(cell.in[i], i, cell.in[cell.j], cell.j) ? 1 : 0;
+    }
+    return static_cast<float>(below + 1) * scale;
+  }
 
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     if (block <= 0) {

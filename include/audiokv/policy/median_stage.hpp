@@ -8,16 +8,26 @@
 #include <xmmintrin.h>
 #endif
 
+#include "../config.hpp"
 #include "../core/median.hpp"
+#include "cell_stage.hpp"
 #include "stage_context.hpp"
 
 namespace audiokv {
 
 /// @brief out[j] = median(in[j - W/2 .. j + W/2]) with the ends replicated. W odd.
+///
+/// A cell stage (operator(), host and device) with a faster row form for the host (apply(),
+/// SSE for W = 5); both compute core::median_at<W>, so they agree bit for bit.
 template <int W = 5>
 struct median_stage {
   static_assert(W % 2 == 1, "audiokv::median_stage: W must be odd so the window is centred.");
   static constexpr int width = W;
+
+  /// The median of the cell's window.
+  AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell, const stage_context&) const {
+    return core::median_at<W>(cell.in, cell.n, cell.j);
+  }
 
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     constexpr std::int32_t half = W / 2;

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// Compile-time composition of smoothing stages, applied left to right.
+/// Compile-time composition of smoothing stages, applied left to right, on the host or, when
+/// every stage is a cell stage, in a CUDA kernel (cuda/launch/pipeline.cuh).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "../config.hpp"
+#include "cell_stage.hpp"
 #include "local_rank_stage.hpp"
 #include "median_stage.hpp"
 #include "speaker_norm_stage.hpp"
@@ -17,59 +20,120 @@
 
 namespace audiokv {
 
+namespace detail {
+
+/// Stage I of a pipeline (its own base class, so equal stage types at two indices stay apart).
+template <std::size_t I, class S>
+struct stage_slot {
+  S value{};
+};
+
+template <class Indices, class... Stages>
+struct stage_storage;
+
+/// The stages, by value; trivially copyable when every stage is (a kernel argument then),
+/// unlike std::tuple, and readable from device code.
+template <std::size_t... I, class... Stages>
+struct stage_storage<std::index_sequence<I...>, Stages...> : stage_slot<I, Stages>... {
+  stage_storage() = default;
+  explicit stage_storage(std::in_place_t, Stages... stages)
+      : stage_slot<I, Stages>{std::move(stages)}... {}
+};
+
+template <std::size_t I, class S>
+AUDIOKV_HOST_DEVICE S& stage_at(stage_slot<I, S>& slot) {
+  return slot.value;
+}
+template <std::size_t I, class S>
+AUDIOKV_HOST_DEVICE const S& stage_at(const stage_slot<I, S>& slot) {
+  return slot.value;
+}
+
+}  // namespace detail
+
 /// @brief Applies Stages... in order, ping-ponging between `out` and one scratch array.
+///
+/// A row stage runs through its apply(); a cell stage without one runs cell by cell. When
+/// every stage is a cell stage (runs_on_device), cuda::smoothing_pipeline_rows runs the same
+/// object in a kernel, and apply_per_cell() is its host twin.
 template <class... Stages>
 class smoothing_pipeline {
   static_assert((is_smoothing_stage_v<Stages> && ...),
                 "audiokv::smoothing_pipeline: every stage must provide "
                 "`void apply(const float* in, float* out, std::int32_t n, const stage_context&) "
-                "const` and be copyable (see policy/stage_traits.hpp).");
+                "const` and be copyable, or be a trivially copyable cell stage with "
+                "`AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood&, const "
+                "stage_context&) const` (see policy/stage_traits.hpp).");
 
  public:
   static constexpr std::size_t num_stages = sizeof...(Stages);
+  /// True when every stage is a cell stage: the pipeline can run in a CUDA kernel.
+  static constexpr bool runs_on_device = (is_cell_stage_v<Stages> && ...);
 
   smoothing_pipeline() = default;
   template <std::size_t N = sizeof...(Stages), std::enable_if_t<(N > 0), int> = 0>
-  explicit smoothing_pipeline(Stages... stages) : stages_(std::move(stages)...) {}
+  explicit smoothing_pipeline(Stages... stages) : stages_(std::in_place, std::move(stages)...) {}
 
   /// The I-th stage, to adjust its parameters.
   template <std::size_t I>
-  auto& stage() {
-    return std::get<I>(stages_);
+  AUDIOKV_HOST_DEVICE auto& stage() {
+    return detail::stage_at<I>(stages_);
   }
   template <std::size_t I>
-  const auto& stage() const {
-    return std::get<I>(stages_);
+  AUDIOKV_HOST_DEVICE const auto& stage() const {
+    return detail::stage_at<I>(stages_);
   }
 
   /// Pipeline as a stage. Needs a scratch array of n floats; uses `out` as the other one.
   void apply(const float* in, float* out, float* scratch, std::int32_t n,
              const stage_context& ctx) const {
+    run<false>(in, out, scratch, n, ctx);
+  }
+
+  /// apply() with every stage evaluated cell by cell through its operator() (also those with a
+  /// faster row form): the host reference of the kernel. Only when runs_on_device.
+  void apply_per_cell(const float* in, float* out, float* scratch, std::int32_t n,
+                      const stage_context& ctx) const {
+    static_assert(runs_on_device,
+                  "audiokv::smoothing_pipeline::apply_per_cell: every stage must "
+                  "be a cell stage (policy/cell_stage.hpp)");
+    run<true>(in, out, scratch, n, ctx);
+  }
+
+ private:
+  template <bool PerCell>
+  void run(const float* in, float* out, float* scratch, std::int32_t n,
+           const stage_context& ctx) const {
     if constexpr (num_stages == 0) {
       for (std::int32_t j = 0; j < n; ++j) out[j] = in[j];
     } else {
       // Ping-pong so that the last stage writes `out`: with an odd count the first writes out.
       float* buffers[2] = {num_stages % 2 == 1 ? out : scratch,
                            num_stages % 2 == 1 ? scratch : out};
-      apply_from<0>(in, buffers, n, ctx);
+      apply_from<0, PerCell>(in, buffers, n, ctx);
     }
   }
 
- private:
-  template <std::size_t I>
+  template <std::size_t I, bool PerCell>
   void apply_from(const float* in, float* const (&buffers)[2], std::int32_t n,
                   const stage_context& ctx) const {
     float* out = buffers[I % 2];
-    std::get<I>(stages_).apply(in, out, n, ctx);
-    if constexpr (I + 1 < num_stages) apply_from<I + 1>(out, buffers, n, ctx);
+    const auto& s = stage<I>();
+    using stage_type = std::decay_t<decltype(s)>;
+    if constexpr (has_row_apply<stage_type>::value && !PerCell) {
+      s.apply(in, out, n, ctx);
+    } else {
+      detail::apply_cells(s, in, out, n, ctx);
+    }
+    if constexpr (I + 1 < num_stages) apply_from<I + 1, PerCell>(out, buffers, n, ctx);
   }
 
-  std::tuple<Stages...> stages_;
+  detail::stage_storage<std::index_sequence_for<Stages...>, Stages...> stages_;
 };
 
 /// The pipeline the specification describes: median(5) -> trend -> speaker normalisation, with
 /// the within-block rank for temporal continuity before the last (block 0, i.e. off, unless
-/// configured).
+/// configured). Host only: trend_stage is a row stage.
 using default_pipeline =
     smoothing_pipeline<median_stage<5>, trend_stage, local_rank_stage, speaker_norm_stage>;
 

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 
+#include "../config.hpp"
 #include "../core/math.hpp"
+#include "cell_stage.hpp"
 #include "stage_context.hpp"
 
 namespace audiokv {
@@ -16,6 +18,13 @@ namespace audiokv {
 /// @brief out[j] = in[j] / max(baseline[speaker[j]], floor).
 struct speaker_norm_stage {
   float floor = 1e-9f;  // a silent speaker's baseline; avoids division by zero
+
+  /// A cell stage: the cell's score over its speaker's baseline (identity without baselines).
+  AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell,
+                                       const stage_context& ctx) const {
+    if (ctx.speaker == nullptr || ctx.speaker_baseline == nullptr) return cell.centre();
+    return cell.centre() / core::max_of(ctx.speaker_baseline[ctx.speaker[cell.j]], floor);
+  }
 
   void apply(const float* in, float* out, std::int32_t n, const stage_context& ctx) const {
     if (ctx.speaker == nullptr || ctx.speaker_baseline == nullptr) {

@@ -73,7 +73,9 @@ enum class spectral_padding : std::uint8_t {
 /// frequencies. With M the padded length, bins k with min(k, M - k) <= floor(cutoff * M / 2)
 /// survive (DC always does), so cutoff = 1 is the identity and a constant stays constant.
 ///
-/// Satisfies the smoothing-stage contract (policy/stage_traits.hpp). apply() is const and uses
+/// A row stage, host only (policy/stage_traits.hpp): every output cell depends on the whole row
+/// through the FFT, so there is no per-cell form; on a device it would be a batched cuFFT pass
+/// between two kernels, not a stage inside one. apply() is const and uses
 /// a mutable buffer that grows to the largest M seen, so it allocates only while it grows and
 /// one object must not be used from two threads at once (copies are independent).
 struct spectral_lowpass_stage {

@@ -13,6 +13,10 @@
 namespace audiokv {
 
 /// @brief s[j] = w m[j] + (1 - w)(s[j-1] + d[j-1]); d[j] = g (s[j] - s[j-1]) + (1 - g) d[j-1].
+///
+/// A row stage, host only: s[j] depends on every earlier cell through the recurrence, so no
+/// cell can be computed from a bounded neighbourhood. (A parallel scan of the linear
+/// recurrence exists, but it reassociates the float operations and would change the scores.)
 struct trend_stage {
   float level_weight = 0.6f;  // w: weight of the current median value
   float slope_gain = 0.3f;    // g: how fast the slope estimate follows the level
