@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <audiokv/core/trend.hpp>
 
 namespace {
@@ -35,6 +37,25 @@ TEST(Trend, SustainedRiseScoresAboveALoneSpikeOfTheSameHeight) {
   auto spike = trend_start(0.0f);
   for (float m : {0.0f, 0.0f, 0.0f, 1.0f}) spike = trend_step(spike, m, 0.6f, 0.3f);
   EXPECT_GT(rising.level, spike.level);
+}
+
+TEST(Trend, RowClampsAFallingExtrapolationAtZeroAndMayRunInPlace) {
+  // m = 1, 0, 0, 0 with w = 0.6, g = 0.3:
+  // s1 = 0.4*(1 + 0) = 0.4,          d1 = 0.3*(0.4 - 1) = -0.18
+  // s2 = 0.4*(0.4 - 0.18) = 0.088,   d2 = 0.3*(0.088 - 0.4) + 0.7*(-0.18) = -0.2196
+  // s3 = 0.4*(0.088 - 0.2196) = -0.05264, clamped to 0
+  const std::array<float, 4> m{1.0f, 0.0f, 0.0f, 0.0f};
+  std::array<float, 4> out{-1.0f, -1.0f, -1.0f, -1.0f};
+  audiokv::core::trend_row(m.data(), out.data(), 4, 0.6f, 0.3f);
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_NEAR(out[1], 0.4f, 1e-6f);
+  EXPECT_NEAR(out[2], 0.088f, 1e-6f);
+  EXPECT_EQ(out[3], 0.0f);
+  std::array<float, 4> in_place = m;
+  audiokv::core::trend_row(in_place.data(), in_place.data(), 4, 0.6f, 0.3f);
+  EXPECT_EQ(in_place, out);
+  audiokv::core::trend_row(m.data(), out.data(), 0, 0.6f, 0.3f);  // empty row: untouched
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
 }
 
 }  // namespace

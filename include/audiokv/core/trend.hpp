@@ -10,7 +10,10 @@
 /// spike contributes one damped step.
 #pragma once
 
+#include <cstdint>
+
 #include "../config.hpp"
+#include "math.hpp"
 
 namespace audiokv::core {
 
@@ -29,6 +32,20 @@ AUDIOKV_HOST_DEVICE trend_state trend_step(trend_state previous, float m, float 
   const float level = level_weight * m + (1.0f - level_weight) * (previous.level + previous.slope);
   const float slope = slope_gain * (level - previous.level) + (1.0f - slope_gain) * previous.slope;
   return trend_state{level, slope};
+}
+
+/// The smoother over one time-ordered row: out[j] = max(s[j], 0) for j < n (s from trend_start
+/// and trend_step). The clamp keeps a falling extrapolation from producing a negative
+/// importance. `out` may alias `in` (each input is read before its output is written).
+AUDIOKV_HOST_DEVICE void trend_row(const float* in, float* out, std::int32_t n, float level_weight,
+                                   float slope_gain) {
+  if (n <= 0) return;
+  trend_state state = trend_start(in[0]);
+  out[0] = max_of(state.level, 0.0f);
+  for (std::int32_t j = 1; j < n; ++j) {
+    state = trend_step(state, in[j], level_weight, slope_gain);
+    out[j] = max_of(state.level, 0.0f);
+  }
 }
 
 }  // namespace audiokv::core

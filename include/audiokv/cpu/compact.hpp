@@ -11,6 +11,7 @@
 #include "../core/kv_view.hpp"
 #include "../error.hpp"
 #include "../types/eviction_plan.hpp"
+#include "../types/move_map.hpp"
 
 namespace audiokv::cpu {
 
@@ -24,16 +25,9 @@ void validate_compact(const char* where, const kv_view<T, Layout>& kv, const evi
                   "plan.move_to.size()", plan.move_to.size(), "must equal plan.n_kv_before");
   AUDIOKV_REQUIRE(kv.num_cells() == 0 || kv.data_handle() != nullptr, where, "kv.data_handle()",
                   "nullptr", "must point to the tensor");
-  // A stable move map: every kept cell moves to the number of kept cells before it, so no
-  // write can leave [0, i] — checked before any row moves.
-  std::int32_t kept = 0;
-  for (std::int32_t i = 0; i < plan.n_kv_before; ++i) {
-    const std::int32_t to = plan.move_to[i];
-    AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where,
-                    ::audiokv::detail::indexed("plan.move_to", i), to,
-                    "must be -1 or the number of kept cells before it");
-    if (to != core::evicted_slot) ++kept;
-  }
+  // A stable move map: no write can leave [0, i] — checked before any row moves.
+  ::audiokv::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(),
+                                             plan.n_kv_before);
 }
 
 template <class T, class Layout>

@@ -110,13 +110,7 @@ inline void trend_rows(const float* in, float* out, std::int32_t rows, std::int3
   for (std::int32_t h = 0; h < rows; ++h) {
     const float* m = in + static_cast<std::int64_t>(h) * stride;
     float* s = out + static_cast<std::int64_t>(h) * stride;
-    if (num_cells == 0) continue;
-    core::trend_state st = core::trend_start(m[0]);
-    s[0] = core::max_of(st.level, 0.0f);
-    for (std::int32_t j = 1; j < num_cells; ++j) {
-      st = core::trend_step(st, m[j], level_weight, slope_gain);
-      s[j] = core::max_of(st.level, 0.0f);
-    }
+    core::trend_row(m, s, num_cells, level_weight, slope_gain);
   }
 }
 

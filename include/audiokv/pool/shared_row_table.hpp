@@ -9,6 +9,7 @@
 
 #include "../core/compaction.hpp"
 #include "../error.hpp"
+#include "../types/move_map.hpp"
 #include "../types/pool_split.hpp"
 #include "../types/row_transition.hpp"
 
@@ -185,13 +186,7 @@ class shared_row_table {
                     "must equal num_cells()");
     AUDIOKV_REQUIRE(n_kv_before == 0 || move_to != nullptr, where, "move_to", "nullptr",
                     "must point to n_kv_before slots");
-    std::int32_t kept = 0;
-    for (std::int32_t i = 0; i < n_kv_before; ++i) {
-      AUDIOKV_REQUIRE(move_to[i] == core::evicted_slot || move_to[i] == kept, where,
-                      detail::indexed("move_to", i), move_to[i],
-                      "must be -1 or the number of kept cells before it");
-      kept += move_to[i] != core::evicted_slot;
-    }
+    detail::require_stable_move_map(where, "move_to", move_to, n_kv_before);
   }
 
   /// Scratch: kept_cells_[a][r] = kept cells behind row r of arena a; wants_full_ = one of

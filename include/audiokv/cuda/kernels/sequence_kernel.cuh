@@ -71,12 +71,7 @@ static __global__ void trend_kernel(const float* in, float* out, std::int32_t ro
   if (h >= rows || num_cells == 0) return;
   const float* m = in + static_cast<std::int64_t>(h) * stride;
   float* s = out + static_cast<std::int64_t>(h) * stride;
-  core::trend_state st = core::trend_start(m[0]);
-  s[0] = core::max_of(st.level, 0.0f);
-  for (std::int32_t j = 1; j < num_cells; ++j) {
-    st = core::trend_step(st, m[j], level_weight, slope_gain);
-    s[j] = core::max_of(st.level, 0.0f);
-  }
+  core::trend_row(m, s, num_cells, level_weight, slope_gain);
 }
 
 }  // namespace audiokv::cuda::kernels

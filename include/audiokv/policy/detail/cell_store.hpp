@@ -18,6 +18,7 @@
 #include "../../span.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
+#include "../../types/move_map.hpp"
 #include "../../types/pool_split.hpp"
 
 namespace audiokv::detail {
@@ -271,13 +272,8 @@ class cell_store {
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
                     "plan.move_to.size()", plan.move_to.size(),
                     describe("must equal num_cells() = ", size_).c_str());
-    std::int32_t kept = 0;
-    for (std::int32_t i = 0; i < size_; ++i) {
-      const std::int32_t to = plan.move_to[i];
-      AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where, indexed("plan.move_to", i), to,
-                      "must be -1 or the number of kept cells before it");
-      if (to != core::evicted_slot) ++kept;
-    }
+    const std::int32_t kept =
+        require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
     AUDIOKV_REQUIRE(kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
                     describe("must equal the number of kept cells (", kept, ")").c_str());
     // evict must list exactly the slots with move_to == -1, ascending.
