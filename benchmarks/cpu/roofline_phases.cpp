@@ -6,8 +6,11 @@
 //   footprint class of the policy's per-cell data for 8 KV heads: in cache at these sizes, as in
 //   the benchmarks below), and over 2^25 elements per array (main memory).
 // - BM_Roofline*: observe(), observe_group() and each eviction phase for 8 KV heads, each head
-//   with its own data, through the public entry points (tiered_cache, the smoothing pipeline,
-//   apply_speech_rules, the entropy accumulator, the radix select, cell_store::build_plan).
+//   with its own data, through the entry points of the policy's parts (tiered_cache, the
+//   smoothing pipeline and its stages, protection_rules::mark, apply_speech_rules,
+//   pool_manager::plan_promotions, the entropy accumulator, the radix select,
+//   cell_store::build_plan); only the planner's private scoring pass (voice weight and priors)
+//   has no entry point of its own and is measured inside plan().
 //
 // Every benchmark reports `floor_bytes`: the bytes per iteration (8 heads) that its byte model,
 // stated beside it, says the work must read plus write at least, counting each byte once
@@ -24,6 +27,8 @@
 #include <audiokv/eigen.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -33,9 +38,8 @@ namespace {
 constexpr std::int32_t kHeads = 8;
 constexpr std::int32_t kGroup = 4;
 constexpr std::int32_t kWarmEvictions = 3;
-// protection levels as tiered_cache writes them into plan.scratch.protection.
-constexpr std::uint8_t kUnprotected = 0;
-constexpr std::uint8_t kAlways = 2;
+constexpr std::uint8_t kUnprotected = audiokv::detail::protect_none;
+constexpr std::uint8_t kAlways = audiokv::detail::protect_always;
 
 /// xorshift32: setup data without the cost of std::mt19937 at 32k cells x 8 heads x 100 steps.
 struct xorshift {
@@ -74,6 +78,32 @@ std::int32_t arg_cells(const benchmark::State& state) {
 void report(benchmark::State& state, double floor_bytes) {
   state.counters["floor_bytes"] = floor_bytes;
   state.SetBytesProcessed(static_cast<std::int64_t>(floor_bytes) * state.iterations());
+}
+
+/// Scratch of pool_manager::plan_promotions, in either of its forms: two index lists that it
+/// sorts, or one index list, radix-select key bits and a zeroed mask.
+struct promotion_scratch {
+  explicit promotion_scratch(std::int32_t n) : order(n), order_b(n), key_bits(n), mask(n) {}
+  std::vector<std::int32_t> order, order_b;
+  std::vector<std::uint32_t> key_bits;
+  std::vector<std::uint8_t> mask;
+};
+
+template <class Pools>
+auto plan_promotions(const Pools& pools, const audiokv::detail::cell_store& store,
+                     const float* scores, const std::uint8_t* protection,
+                     audiokv::pool_tier* tier_after, promotion_scratch& s, int)
+    -> decltype(pools.plan_promotions(store, scores, protection, tier_after, s.order.data(),
+                                      s.key_bits.data(), s.mask.data())) {
+  return pools.plan_promotions(store, scores, protection, tier_after, s.order.data(),
+                               s.key_bits.data(), s.mask.data());
+}
+
+template <class Pools>
+void plan_promotions(const Pools& pools, const audiokv::detail::cell_store& store,
+                     const float* scores, const std::uint8_t* protection,
+                     audiokv::pool_tier* tier_after, promotion_scratch& s, long) {
+  pools.plan_promotions(store, scores, protection, tier_after, s.order.data(), s.order_b.data());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -180,6 +210,7 @@ void BM_RooflineObserveGroup4(benchmark::State& state) {
 /// One KV head at the trigger, with the inputs of each phase taken from a real plan of it.
 struct head_at_trigger {
   std::unique_ptr<audiokv::tiered_cache<>> cache;
+  audiokv::detail::cell_store store;     // the cache's cells and tiers, for the parts' entry points
   audiokv::eviction_plan plan;           // cache->plan() of this state: scores, scratch
   std::vector<float> voice;              // [n] voice of each cell
   std::vector<std::int32_t> speaker;     // [n] speaker ids (all 0)
@@ -190,6 +221,7 @@ struct head_at_trigger {
   std::int32_t evict_count = 0;          // the selection's k
   std::vector<std::int32_t> ready;       // buffer cells not always kept (promotion candidates)
   std::vector<std::int32_t> base;        // base-pool cells before promotions
+  std::vector<audiokv::pool_tier> tier_before;  // [n] the cache's tiers
 };
 
 struct eviction_state {
@@ -245,6 +277,32 @@ std::unique_ptr<eviction_state> build_eviction_state(std::int32_t cells) {
     const auto& scratch = head.plan.scratch;
     head.voice.resize(n);
     for (std::int32_t j = 0; j < n; ++j) head.voice[j] = voice_of(cache.positions()[j]);
+    // The same cells in a cell_store: positions, voice and flags as appended, the cache's tiers.
+    // The newest position is the last cell's: the recent window never evicts it.
+    head.store = audiokv::detail::cell_store(n, st->config.num_speakers);
+    std::vector<audiokv::frame_meta> kept(n);
+    for (std::int32_t j = 0; j < n; ++j) {
+      const std::int32_t p = cache.positions()[j];
+      kept[j] = audiokv::frame_meta{p, 0, voice_of(p), flags_of(p), 0.0f};
+    }
+    head.store.append(kept.data(), n,
+                      [](const audiokv::frame_meta&) { return audiokv::pool_tier::buffer; });
+    std::copy(cache.tiers(), cache.tiers() + n, head.store.tier());
+    head.tier_before.assign(cache.tiers(), cache.tiers() + n);
+    // The parts, run on the mirror, must reproduce the plan's own protection levels and tiers.
+    std::vector<std::uint8_t> levels(n);
+    promotion_scratch scratch_p(n);
+    audiokv::detail::protection_rules(st->config)
+        .mark(head.store, levels.data(), scratch_p.order.data());
+    std::vector<audiokv::pool_tier> tiers = head.tier_before;
+    plan_promotions(audiokv::detail::pool_manager(st->config), head.store, head.plan.scores.data(),
+                    levels.data(), tiers.data(), scratch_p, 0);
+    if (!std::equal(levels.begin(), levels.end(), scratch.protection.begin()) ||
+        !std::equal(tiers.begin(), tiers.end(), scratch.tier_after.begin())) {
+      std::fprintf(stderr,
+                   "roofline_phases: the mirrored cell_store does not reproduce the plan\n");
+      std::abort();
+    }
     head.speaker.assign(n, 0);
     head.raw.assign(scratch.smoothed.begin(), scratch.smoothed.begin() + n);
     head.protection.assign(scratch.protection.begin(), scratch.protection.begin() + n);
@@ -319,6 +377,26 @@ void BM_RooflineStage(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   report(state, 8.0 * n * kHeads);
+}
+
+/// The protection rules (protection_rules::mark: recent window, sinks, phoneme-boundary
+/// neighbourhoods within the horizon).
+/// Byte model, per cell and head: read position (4 B) and flags (1 B), write the level (1 B) =
+/// 6 B.
+void BM_RooflineProtection(benchmark::State& state) {
+  const auto& st = eviction_state_for(arg_cells(state));
+  const std::int32_t n = st.cells;
+  const audiokv::detail::protection_rules rules(st.config);
+  std::vector<std::uint8_t> protection(static_cast<std::size_t>(n) * kHeads);
+  std::vector<std::int32_t> boundary_pos(n);
+  for (auto _ : state) {
+    for (std::int32_t h = 0; h < kHeads; ++h) {
+      rules.mark(st.heads[h].store, protection.data() + static_cast<std::size_t>(h) * n,
+                 boundary_pos.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  report(state, 6.0 * n * kHeads);
 }
 
 /// The speech rules (apply_speech_rules with the default configuration: coverage floor and
@@ -398,36 +476,31 @@ void BM_RooflineSelect(benchmark::State& state) {
   report(state, 8.0 * total_candidates(st) + selected);
 }
 
-/// A replica of the ordering in tiered_cache's private plan_promotions (no public entry point):
-/// std::sort of the promotion-ready buffer cells, best first, and of the base-pool cells,
-/// weakest first, by (final score, position). It is here to size that step, which the phases
-/// above do not cover.
-/// Byte model, per ready or base cell: read its final score and position (8 B) and write its
-/// tier after the plan (1 B) = 9 B; a partial selection of the room / replacement count needs
-/// no full order.
-void BM_RooflinePromotionSortReplica(benchmark::State& state) {
+/// Promotions (pool_manager::plan_promotions: the best promotion-ready buffer cells fill the
+/// base pool's room, then replace weaker base cells), from the tiers before the plan.
+/// Byte model: per cell, restore and read its tier (1 + 1 B) and read its protection level
+/// (1 B); per ready or base cell, read its final score and position (8 B) and write its tier
+/// after the plan (1 B). Which cells end in the base pool is a top-k of the ready and base cells
+/// by (score, position), so no full order is needed.
+void BM_RooflinePromotions(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
-  std::vector<std::int32_t> ready, base;
-  double cells = 0.0;
-  for (const auto& head : st.heads)
-    cells += static_cast<double>(head.ready.size() + head.base.size());
+  const std::int32_t n = st.cells;
+  const audiokv::detail::pool_manager pools(st.config);
+  std::vector<audiokv::pool_tier> tier_after(n);
+  promotion_scratch scratch(n);
+  double ready_or_base = 0.0;
+  for (const auto& head : st.heads) {
+    ready_or_base += static_cast<double>(head.ready.size() + head.base.size());
+  }
   for (auto _ : state) {
     for (const auto& head : st.heads) {
-      ready = head.ready;  // the gathers of plan_promotions
-      base = head.base;
-      const float* score = head.plan.scores.data();
-      const std::int32_t* pos = head.cache->positions();
-      std::sort(ready.begin(), ready.end(), [&](std::int32_t a, std::int32_t b) {
-        return audiokv::core::evicts_before(score[b], pos[b], score[a], pos[a]);
-      });
-      std::sort(base.begin(), base.end(), [&](std::int32_t a, std::int32_t b) {
-        return audiokv::core::evicts_before(score[a], pos[a], score[b], pos[b]);
-      });
-      benchmark::DoNotOptimize(ready.data());
-      benchmark::DoNotOptimize(base.data());
+      std::copy(head.tier_before.begin(), head.tier_before.end(), tier_after.begin());
+      plan_promotions(pools, head.store, head.plan.scores.data(), head.protection.data(),
+                      tier_after.data(), scratch, 0);
+      benchmark::DoNotOptimize(tier_after.data());
     }
   }
-  report(state, 9.0 * cells);
+  report(state, 3.0 * n * kHeads + 9.0 * ready_or_base);
 }
 
 /// Plan building: cell_store::build_plan turns the evict mask into the move map and the evict
@@ -437,26 +510,20 @@ void BM_RooflinePromotionSortReplica(benchmark::State& state) {
 void BM_RooflineBuildPlan(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
   const std::int32_t n = st.cells;
-  std::vector<audiokv::frame_meta> frames(n);
-  for (std::int32_t i = 0; i < n; ++i) frames[i].pos = i;
-  std::vector<audiokv::detail::cell_store> stores;
   std::vector<audiokv::eviction_plan> plans(kHeads);
   double evicted = 0.0;
   for (std::int32_t h = 0; h < kHeads; ++h) {
-    stores.emplace_back(n, 1);
-    stores.back().append(frames.data(), n,
-                         [](const audiokv::frame_meta&) { return audiokv::pool_tier::buffer; });
     plans[h].reserve(n);
     evicted += static_cast<double>(st.heads[h].plan.evict.size());
   }
   for (auto _ : state) {
     state.PauseTiming();
     for (std::int32_t h = 0; h < kHeads; ++h) {
-      std::uint8_t* mask = stores[h].clear_evict_mask(plans[h]);
+      std::uint8_t* mask = st.heads[h].store.clear_evict_mask(plans[h]);
       for (const std::int32_t slot : st.heads[h].plan.evict) mask[slot] = 1;
     }
     state.ResumeTiming();
-    for (std::int32_t h = 0; h < kHeads; ++h) stores[h].build_plan(plans[h]);
+    for (std::int32_t h = 0; h < kHeads; ++h) st.heads[h].store.build_plan(plans[h]);
     benchmark::ClobberMemory();
   }
   report(state, 5.0 * n * kHeads + 4.0 * evicted);
@@ -530,10 +597,11 @@ BENCHMARK(BM_RooflineSmoothing)->Apply(roofline_sizes);
 BENCHMARK_TEMPLATE(BM_RooflineStage, audiokv::median_stage<5>)->Apply(roofline_sizes);
 BENCHMARK_TEMPLATE(BM_RooflineStage, audiokv::trend_stage)->Apply(roofline_sizes);
 BENCHMARK_TEMPLATE(BM_RooflineStage, audiokv::speaker_norm_stage)->Apply(roofline_sizes);
+BENCHMARK(BM_RooflineProtection)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineSpeechRules)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineEntropy)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineSelect)->Apply(roofline_sizes);
-BENCHMARK(BM_RooflinePromotionSortReplica)->Apply(roofline_sizes);
+BENCHMARK(BM_RooflinePromotions)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineBuildPlan)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflinePlan)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineEviction)->Apply(roofline_sizes);
