@@ -272,7 +272,8 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (name == "audiokv_no_frontier" || name == "audiokv_no_rules") speech.frontier.enabled = false;
   po.window = o.window > 0 ? o.window : observe_steps;
   po.kernel = o.kernel;
-  po.pool = o.pool == "avg" ? audiokv::scores::pool_kind::avg : audiokv::scores::pool_kind::max;
+  po.reduce =
+      o.pool == "avg" ? audiokv::scores::kernel_reduce::avg : audiokv::scores::kernel_reduce::max;
   po.layer = layer;
   po.num_layers = clip.n_layers;
   po.seed = 1234;

@@ -24,7 +24,7 @@
 #include "policy/baselines/tova.hpp"
 #include "policy/baselines/uniform_stride.hpp"
 #include "policy/eviction_policy.hpp"
-#include "policy/scores/pooling.hpp"
+#include "policy/scores/kernel_reduce.hpp"
 
 namespace audiokv {
 
@@ -45,7 +45,7 @@ struct policy_options {
   /// snapkv / pyramidkv / adakv window scoring (kvpress defaults).
   std::int32_t window = 64;
   std::int32_t kernel = 5;
-  scores::pool_kind pool = scores::pool_kind::avg;
+  scores::kernel_reduce reduce = scores::kernel_reduce::avg;
   std::int32_t group_size = 1;
   /// pyramidkv layer schedule.
   std::int32_t layer = 0;
@@ -67,7 +67,7 @@ struct policy_options {
   default_pipeline audiokv_pipeline{};
 
   baseline_config base() const { return baseline_config{budget, capacity, num_speakers}; }
-  snapkv_config snap() const { return snapkv_config{base(), window, kernel, pool, group_size}; }
+  snapkv_config snap() const { return snapkv_config{base(), window, kernel, reduce, group_size}; }
 };
 
 /// Every name make_policy() accepts, comma separated.

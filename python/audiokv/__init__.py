@@ -93,7 +93,8 @@ def make_policy(name: str, **options) -> Policy:
 
     Options (each policy reads only its own): ``budget``, ``capacity``, ``num_speakers``,
     ``n_sink`` (streaming_llm), ``recent_size`` (h2o), ``lru_tau``, ``lru_tau_per_cell``,
-    ``window``, ``kernel``, ``pool`` ("avg"/"max"), ``group_size`` (snapkv, pyramidkv, adakv),
+    ``window``, ``kernel``, ``reduce`` ("avg"/"max"; ``pool`` is accepted as the earlier
+    spelling), ``group_size`` (snapkv, pyramidkv, adakv),
     ``layer``, ``num_layers``, ``beta`` (pyramidkv), ``tova_force_last``, ``alpha_safeguard``,
     ``seed`` (random). For ``"audiokv"``: ``config=AudioKVConfig(...)`` (or just ``budget``),
     and the smoothing stages' ``block`` (within-block rank), ``level_weight``, ``slope_gain``;

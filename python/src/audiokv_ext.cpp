@@ -386,14 +386,14 @@ audiokv::policy_options parse_options(const nb::kwargs& kwargs, bool& has_config
       o.window = option_as<std::int32_t>(v, c);
     } else if (key == "kernel") {
       o.kernel = option_as<std::int32_t>(v, c);
-    } else if (key == "pool") {
-      const std::string pool = nb::cast<std::string>(nb::str(v));
-      if (pool == "avg") {
-        o.pool = audiokv::scores::pool_kind::avg;
-      } else if (pool == "max") {
-        o.pool = audiokv::scores::pool_kind::max;
+    } else if (key == "reduce" || key == "pool") {  // "pool": the earlier spelling
+      const std::string reduce = nb::cast<std::string>(nb::str(v));
+      if (reduce == "avg") {
+        o.reduce = audiokv::scores::kernel_reduce::avg;
+      } else if (reduce == "max") {
+        o.reduce = audiokv::scores::kernel_reduce::max;
       } else {
-        fail("make_policy", "options.pool", pool, "must be 'avg' or 'max'");
+        fail("make_policy", "options." + key, reduce, "must be 'avg' or 'max'");
       }
     } else if (key == "group_size") {
       o.group_size = option_as<std::int32_t>(v, c);

@@ -234,7 +234,7 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
     pads = w;
     const std::vector<float> rows = window_rows(f, w);
     std::vector<double> ws(scores::snapkv_workspace_size(n, w));
-    scores::snapkv_scores(rows.data(), hkv, g, w, n, k, scores::pool_kind::avg, flat.data(),
+    scores::snapkv_scores(rows.data(), hkv, g, w, n, k, scores::kernel_reduce::avg, flat.data(),
                           ws.data());
   } else if (f.press == "tova") {
     pads = 1;
@@ -307,7 +307,7 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
       check_adakv(f, family, r_txt, mine, refs, n_kept, n_safe, tolerance, "");
       // Streaming: adakv_group over the same window rows.
       adakv_config config;
-      config.snap = snapkv_config{baseline_config{n, n, 1}, w, k, scores::pool_kind::avg, g};
+      config.snap = snapkv_config{baseline_config{n, n, 1}, w, k, scores::kernel_reduce::avg, g};
       config.num_heads = hkv;
       config.alpha_safeguard = alpha;
       adakv_group group(config);
@@ -356,7 +356,7 @@ TEST_P(KvpressFixture, KeptSetsMatch) {
     if (f.press == "snapkv") {
       const std::vector<float> rows = window_rows(f, w);
       for (int h = 0; h < hkv; ++h) {
-        snapkv policy(snapkv_config{base, w, k, scores::pool_kind::avg, g});
+        snapkv policy(snapkv_config{base, w, k, scores::kernel_reduce::avg, g});
         policy.append(frames.data(), n);
         for (int i = 0; i < w; ++i) {
           std::vector<float> step(static_cast<std::size_t>(g) * n);

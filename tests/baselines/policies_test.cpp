@@ -325,7 +325,7 @@ TEST(Baselines, KnormNeedsKeyNorms) {
 }
 
 TEST(Baselines, SnapkvObserveGroupNeedsTheConfiguredGroupSize) {
-  snapkv p(snapkv_config{baseline_config{8, 10, 1}, 2, 1, scores::pool_kind::max, 2});
+  snapkv p(snapkv_config{baseline_config{8, 10, 1}, 2, 1, scores::kernel_reduce::max, 2});
   const auto f = test::frames(0, 4);
   p.append(f.data(), 4);
   const std::vector<float> row(4, 0.25f);

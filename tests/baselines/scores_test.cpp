@@ -4,9 +4,9 @@
 
 #include <audiokv/policy/scores/adakv.hpp>
 #include <audiokv/policy/scores/budget.hpp>
+#include <audiokv/policy/scores/kernel_reduce.hpp>
 #include <audiokv/policy/scores/knorm.hpp>
 #include <audiokv/policy/scores/observed_attention.hpp>
-#include <audiokv/policy/scores/pooling.hpp>
 #include <audiokv/policy/scores/snapkv.hpp>
 #include <audiokv/policy/scores/streaming_llm.hpp>
 #include <audiokv/policy/scores/top_k.hpp>
@@ -105,11 +105,11 @@ TEST(ScoresTopK, TiesKeepTheNewerIndex) {
 TEST(ScoresPooling, AvgCountsPadsAndMaxIgnoresThem) {
   const std::vector<double> in = {3, 1, 4, 1, 5};
   std::vector<double> out(5);
-  scores::pool1d(in.data(), out.data(), 5, 3, scores::pool_kind::avg);
+  scores::reduce_1d(in.data(), out.data(), 5, 3, scores::kernel_reduce::avg);
   EXPECT_DOUBLE_EQ(out[0], (0 + 3 + 1) / 3.0);  // zero pad, divide by 3
   EXPECT_DOUBLE_EQ(out[2], (1 + 4 + 1) / 3.0);
   EXPECT_DOUBLE_EQ(out[4], (1 + 5 + 0) / 3.0);
-  scores::pool1d(in.data(), out.data(), 5, 3, scores::pool_kind::max);
+  scores::reduce_1d(in.data(), out.data(), 5, 3, scores::kernel_reduce::max);
   EXPECT_EQ(out, (std::vector<double>{3, 4, 4, 5, 5}));
 }
 
@@ -118,20 +118,21 @@ TEST(ScoresSnapkv, HandWorkedTinyCase) {
   const std::vector<float> rows = {0.1f, 0.5f, 0.2f, 0.2f};
   std::vector<float> out(4);
   std::vector<double> ws(scores::snapkv_workspace_size(4, 1));
-  scores::snapkv_scores(rows.data(), 1, 1, 1, 4, 1, scores::pool_kind::avg, out.data(), ws.data());
+  scores::snapkv_scores(rows.data(), 1, 1, 1, 4, 1, scores::kernel_reduce::avg, out.data(),
+                        ws.data());
   EXPECT_FLOAT_EQ(out[0], 0.1f);
   EXPECT_FLOAT_EQ(out[1], 0.5f);
   EXPECT_FLOAT_EQ(out[2], 0.2f);
   EXPECT_FLOAT_EQ(out[3], 1.5f);
   expect_error(
       [&] {
-        scores::snapkv_scores(rows.data(), 1, 1, 4, 4, 1, scores::pool_kind::avg, out.data(),
+        scores::snapkv_scores(rows.data(), 1, 1, 4, 4, 1, scores::kernel_reduce::avg, out.data(),
                               ws.data());
       },
       "n");
   expect_error(
       [&] {
-        scores::snapkv_scores(rows.data(), 1, 1, 1, 4, 2, scores::pool_kind::avg, out.data(),
+        scores::snapkv_scores(rows.data(), 1, 1, 1, 4, 2, scores::kernel_reduce::avg, out.data(),
                               ws.data());
       },
       "kernel");
@@ -139,13 +140,13 @@ TEST(ScoresSnapkv, HandWorkedTinyCase) {
   nan_rows[2] = std::nanf("");
   expect_error(
       [&] {
-        scores::snapkv_scores(nan_rows.data(), 1, 1, 1, 4, 1, scores::pool_kind::avg, out.data(),
-                              ws.data());
+        scores::snapkv_scores(nan_rows.data(), 1, 1, 1, 4, 1, scores::kernel_reduce::avg,
+                              out.data(), ws.data());
       },
       "window_attn[2]");
   expect_error(
       [&] {
-        scores::snapkv_scores(rows.data(), 0, 1, 1, 4, 1, scores::pool_kind::avg, out.data(),
+        scores::snapkv_scores(rows.data(), 0, 1, 1, 4, 1, scores::kernel_reduce::avg, out.data(),
                               ws.data());
       },
       "num_kv_heads");

@@ -35,7 +35,7 @@ inline std::size_t paged_workspace_bytes(const paged_shape& shape) {
 }
 
 /// @brief Page-table compaction of a batch (rule of core/paged.hpp; oracle
-/// cpu::plan_paged_compaction) and the row copies on up to two pools (K and V).
+/// cpu::plan_paged_compaction) and the row copies in up to two page stores (K and V).
 /// @param indices, indptr, last_page_len  input CSR table ([nnz], [batch + 1], [batch])
 /// @param keep         [nnz_pages * page_size] 1 = keep
 /// @param spare_pages  [num_spare] free page ids copy pages may use
@@ -43,7 +43,7 @@ inline std::size_t paged_workspace_bytes(const paged_shape& shape) {
 ///                     [batch]  @param freed_pages [nnz_pages]  @param freed_indptr [batch + 1]
 /// @param status       [2] {1 ok / 0 spares short (table unchanged, nothing moved), spares
 ///                     needed}
-/// @param k_pool, v_pool  pools to move rows in (either may be nullptr), both with `layout`
+/// @param k_pages, v_pages  page stores to move rows in (either may be nullptr), both with `layout`
 /// Five launches on `stream`; never allocates or synchronises.
 inline cudaError_t paged_compact(const paged_shape& shape, const std::int32_t* indices,
                                  const std::int32_t* indptr, const std::int32_t* last_page_len,
@@ -51,7 +51,7 @@ inline cudaError_t paged_compact(const paged_shape& shape, const std::int32_t* i
                                  std::int32_t num_spare, std::int32_t* new_indices,
                                  std::int32_t* new_indptr, std::int32_t* new_last_page_len,
                                  std::int32_t* freed_pages, std::int32_t* freed_indptr,
-                                 std::int32_t* status, void* k_pool, void* v_pool,
+                                 std::int32_t* status, void* k_pages, void* v_pages,
                                  const row_layout& layout, void* workspace,
                                  std::size_t workspace_bytes, cudaStream_t stream) {
   if (shape.batch < 0 || shape.nnz_pages < 0 || shape.page_size < 1 || num_spare < 0 ||
@@ -79,9 +79,9 @@ inline cudaError_t paged_compact(const paged_shape& shape, const std::int32_t* i
   kernels::paged_batch_kernel<<<1, threads, 0, stream>>>(t, s, r);
   kernels::paged_table_kernel<<<shape.batch, threads, 0, stream>>>(t, s, r);
   AUDIOKV_CUDA_TRY(cudaGetLastError());
-  for (void* pool : {k_pool, v_pool}) {
-    if (pool == nullptr) continue;
-    auto* bytes = static_cast<unsigned char*>(pool);
+  for (void* pages : {k_pages, v_pages}) {
+    if (pages == nullptr) continue;
+    auto* bytes = static_cast<unsigned char*>(pages);
     const bool vec16 = reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0 &&
                        layout.page_stride % 16 == 0 && layout.entry_stride % 16 == 0 &&
                        layout.head_stride % 16 == 0 && layout.row_bytes % 16 == 0;

@@ -213,9 +213,10 @@ class baseline_policy : public eviction_policy {
     for (std::int32_t j = 0; j < n; ++j) out[j] = core::reduce_group(attention, rows, n, j, mode);
   }
 
-  /// Marks the `count` lowest (score, position) cells among order[0..size) in `mask`.
-  std::int32_t evict_lowest(const float* score, std::int32_t* order, std::int32_t size,
-                            std::int32_t count, std::uint8_t* mask) const {
+  /// Marks the `count` lowest (score, position) cells among order[0..size) in `mask`: a
+  /// partition (std::nth_element) in the core::evicts_before order. Returns the count marked.
+  std::int32_t evict_lowest_by_partition(const float* score, std::int32_t* order, std::int32_t size,
+                                         std::int32_t count, std::uint8_t* mask) const {
     count = std::min(count, size);
     if (count <= 0) return 0;
     const std::int32_t* pos = store_.pos();

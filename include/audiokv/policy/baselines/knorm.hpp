@@ -123,7 +123,7 @@ class knorm final : public baseline_policy {
                       "append_with_keys or set_key_norms)");
       order_[j] = j;
     }
-    evict_lowest(score_.data(), order_.data(), n, n - target, mask);
+    evict_lowest_by_partition(score_.data(), order_.data(), n, n - target, mask);
   }
   void on_apply(const eviction_plan& plan) override { detail::compact_array(score_, plan); }
 

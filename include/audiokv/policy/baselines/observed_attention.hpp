@@ -55,7 +55,7 @@ class observed_attention final : public baseline_policy {
       score_[j] = score(j);
       order_[j] = j;
     }
-    evict_lowest(score_.data(), order_.data(), n, n - target, mask);
+    evict_lowest_by_partition(score_.data(), order_.data(), n, n - target, mask);
   }
   void on_apply(const eviction_plan& plan) override {
     detail::compact_array(sum_, plan);

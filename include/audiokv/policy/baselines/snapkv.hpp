@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// SnapKV in streaming form: scores from the observation window (the last `window` observed
-/// attention rows), pooled exactly as kvpress SnapKVPress; the `window` most recent cells are
-/// kept and count against the budget.
+/// attention rows), kernel-reduced exactly as kvpress SnapKVPress; the `window` most recent cells
+/// are kept and count against the budget.
 #pragma once
 
 #include <algorithm>
@@ -11,31 +11,32 @@
 #include <vector>
 
 #include "../../error.hpp"
-#include "../scores/pooling.hpp"
+#include "../scores/kernel_reduce.hpp"
 #include "baseline_policy.hpp"
 
 namespace audiokv {
 
-/// @brief Configuration of snapkv (defaults: kvpress SnapKVPress, w = 64, k = 5, avg-pool).
+/// @brief Configuration of snapkv (defaults: kvpress SnapKVPress, w = 64, k = 5, kernel average).
 struct snapkv_config {
   baseline_config base{};
   /// Observation window: the last `window` observed rows score the cells, and the `window`
   /// newest cells are kept (the max + 1 pad of kvpress).
   std::int32_t window = 64;
-  /// Pooling kernel along the time axis (odd); padding kernel / 2.
+  /// Smoothing kernel along the time axis (odd); padding kernel / 2.
   std::int32_t kernel = 5;
-  /// avg: zero padding, divide by kernel (count_include_pad); max: -inf padding.
-  scores::pool_kind pool = scores::pool_kind::avg;
-  /// Query heads per KV head (G). Rows are pooled per query head, then averaged (kvpress order),
-  /// so observe_group must pass exactly G rows; observe() is allowed when G == 1.
+  /// How the kernel reduces (torch avg_pool1d / max_pool1d): avg: zero padding, divide by kernel
+  /// (count_include_pad); max: -inf padding.
+  scores::kernel_reduce reduce = scores::kernel_reduce::avg;
+  /// Query heads per KV head (G). Rows are kernel-reduced per query head, then averaged (kvpress
+  /// order), so observe_group must pass exactly G rows; observe() is allowed when G == 1.
   std::int32_t group_size = 1;
 
   void validate(const char* where) const {
     AUDIOKV_REQUIRE(window >= 1, where, "config.window", window, "must be >= 1");
     AUDIOKV_REQUIRE(kernel >= 1 && kernel % 2 == 1, where, "config.kernel", kernel,
                     "must be odd and >= 1");
-    AUDIOKV_REQUIRE(pool == scores::pool_kind::avg || pool == scores::pool_kind::max, where,
-                    "config.pool", static_cast<int>(pool), "must be avg or max");
+    AUDIOKV_REQUIRE(reduce == scores::kernel_reduce::avg || reduce == scores::kernel_reduce::max,
+                    where, "config.reduce", static_cast<int>(reduce), "must be avg or max");
     AUDIOKV_REQUIRE(group_size >= 1, where, "config.group_size", group_size, "must be >= 1");
   }
 };
@@ -43,7 +44,7 @@ struct snapkv_config {
 /// @brief Streaming SnapKV. Per query head g it keeps the last `window` observed rows (a ring)
 /// and their running sum in double, so a cell's window score is
 ///   s_g[j] = (1 / rows) * sum_{last rows} A_g[j],     rows = min(window, rows observed)
-/// over the candidates j < n - w (w = min(window, n)); then p_g = pool(s_g), score = mean_g p_g.
+/// over the candidates j < n - w (w = min(window, n)); then p_g = reduce(s_g), score = mean_g p_g.
 /// The w newest cells are always kept unless the target is below w (then the oldest of them
 /// go, as kvpress's tied max + 1 pads). Cells appended after a row was observed read 0 in it
 /// (causal). On the same rows this reproduces kvpress SnapKVPress's kept set exactly.
@@ -67,8 +68,8 @@ class snapkv : public baseline_policy {
     for (std::int32_t g = 0; g < groups; ++g) {
       const double* sum = sums_.data() + static_cast<std::int64_t>(g) * cap;
       for (std::int32_t j = 0; j < m; ++j) mean_[j] = sum[j] / rows;
-      scores::pool1d(mean_.data(), pooled_.data(), m, config_.kernel, config_.pool);
-      for (std::int32_t j = 0; j < m; ++j) acc_[j] += pooled_[j];
+      scores::reduce_1d(mean_.data(), reduced_.data(), m, config_.kernel, config_.reduce);
+      for (std::int32_t j = 0; j < m; ++j) acc_[j] += reduced_[j];
     }
     for (std::int32_t j = 0; j < m; ++j) out[j] = static_cast<float>(acc_[j] / groups);
     return m;
@@ -82,7 +83,7 @@ class snapkv : public baseline_policy {
     ring_.assign(per_row * config.window, 0.0f);
     sums_.assign(per_row, 0.0);
     mean_.resize(cap);
-    pooled_.resize(cap);
+    reduced_.resize(cap);
     acc_.resize(cap);
     score_.resize(cap);
     order_.resize(cap);
@@ -125,7 +126,7 @@ class snapkv : public baseline_policy {
     for (std::int32_t j = 0; j < m; ++j) order_[j] = j;
     const std::int32_t needed = n - target;
     const std::int32_t from_candidates =
-        evict_lowest(score_.data(), order_.data(), m, needed, mask);
+        evict_lowest_by_partition(score_.data(), order_.data(), m, needed, mask);
     // Target below the window: the oldest window cells go (tied max + 1 pads, older first).
     for (std::int32_t j = m; j < m + (needed - from_candidates); ++j) mask[j] = 1;
   }
@@ -151,9 +152,9 @@ class snapkv : public baseline_policy {
   std::vector<double> sums_;    // [group_size, capacity] running sum of the ring
   std::int32_t next_ = 0;       // ring slot the next row overwrites
   std::int32_t rows_seen_ = 0;  // rows in the ring, <= window
-  mutable std::vector<double> mean_, pooled_, acc_;  // [capacity] scratch
-  mutable std::vector<float> score_;                 // [capacity] scratch
-  mutable std::vector<std::int32_t> order_;          // [capacity] scratch
+  mutable std::vector<double> mean_, reduced_, acc_;  // [capacity] scratch
+  mutable std::vector<float> score_;                  // [capacity] scratch
+  mutable std::vector<std::int32_t> order_;           // [capacity] scratch
 };
 
 }  // namespace audiokv

@@ -50,7 +50,7 @@ class tova final : public baseline_policy {
     const std::int32_t n = store().size();
     const std::int32_t candidates = force_last_ && target >= 1 ? n - 1 : n;
     for (std::int32_t j = 0; j < candidates; ++j) order_[j] = j;
-    evict_lowest(last_.data(), order_.data(), candidates, n - target, mask);
+    evict_lowest_by_partition(last_.data(), order_.data(), candidates, n - target, mask);
   }
   void on_apply(const eviction_plan& plan) override { detail::compact_array(last_, plan); }
 

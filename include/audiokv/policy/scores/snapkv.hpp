@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// kvpress SnapKVPress.score (v0.5.5) on given attention weights: mean over the window queries,
-/// pool along tokens, then the GQA group mean; the window is padded with max + 1 so it is kept
-/// and counts against the budget. PyramidKV uses the same scores.
+/// reduce over a kernel along tokens, then the GQA group mean; the window is padded with max + 1 so
+/// it is kept and counts against the budget. PyramidKV uses the same scores.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "../../error.hpp"
-#include "pooling.hpp"
+#include "kernel_reduce.hpp"
 #include "validate.hpp"
 
 namespace audiokv::scores {
@@ -23,8 +23,8 @@ inline std::size_t snapkv_workspace_size(std::int32_t n, std::int32_t window) {
 /// @brief SnapKV scores of every KV head (kvpress `snapkv_press.py`).
 ///
 ///   s_h[j]  = (1 / w) * sum_{i in window} A[h, i, j]          j < n - w, per query head h
-///   p_h     = pool(s_h)                                        kernel k, zero / -inf padding
-///   out[kv] = mean_{g < G} p_{kv*G + g}                        pooling BEFORE the group mean
+///   p_h     = reduce(s_h)                                      kernel k, zero / -inf padding
+///   out[kv] = mean_{g < G} p_{kv*G + g}                        kernel BEFORE the group mean
 ///   out[kv][n-w .. n) = max(out[:, :n-w]) + 1                  global max over all KV heads
 ///
 /// @param window_attn [num_kv_heads * group_size, window, n] rows n-w..n-1 of the causal
@@ -34,7 +34,8 @@ inline std::size_t snapkv_workspace_size(std::int32_t n, std::int32_t window) {
 /// @pre n > window (kvpress asserts q_len > window_size). Never allocates.
 inline void snapkv_scores(const float* window_attn, std::int32_t num_kv_heads,
                           std::int32_t group_size, std::int32_t window, std::int32_t n,
-                          std::int32_t kernel, pool_kind pool, float* out, double* workspace) {
+                          std::int32_t kernel, kernel_reduce reduce, float* out,
+                          double* workspace) {
   constexpr const char* where = "scores::snapkv_scores";
   detail::require_heads(where, num_kv_heads, group_size);
   AUDIOKV_REQUIRE(window >= 1, where, "window", window, "must be >= 1");
@@ -46,8 +47,8 @@ inline void snapkv_scores(const float* window_attn, std::int32_t num_kv_heads,
                   "out and workspace must be provided");
   const std::int32_t m = n - window;
   double* mean = workspace;         // [m] window mean of one query head
-  double* pooled = workspace + m;   // [m] its pooled scores
-  double* acc = workspace + 2 * m;  // [m] group sum of the pooled scores
+  double* reduced = workspace + m;  // [m] its kernel-reduced scores
+  double* acc = workspace + 2 * m;  // [m] group sum of the reduced scores
   float best = -std::numeric_limits<float>::infinity();
   for (std::int32_t kv = 0; kv < num_kv_heads; ++kv) {
     for (std::int32_t j = 0; j < m; ++j) acc[j] = 0.0;
@@ -60,8 +61,8 @@ inline void snapkv_scores(const float* window_attn, std::int32_t num_kv_heads,
         for (std::int32_t j = 0; j < m; ++j) mean[j] += row[j];
       }
       for (std::int32_t j = 0; j < m; ++j) mean[j] /= window;
-      pool1d(mean, pooled, m, kernel, pool);
-      for (std::int32_t j = 0; j < m; ++j) acc[j] += pooled[j];
+      reduce_1d(mean, reduced, m, kernel, reduce);
+      for (std::int32_t j = 0; j < m; ++j) acc[j] += reduced[j];
     }
     float* row_out = out + static_cast<std::int64_t>(kv) * n;
     for (std::int32_t j = 0; j < m; ++j) {

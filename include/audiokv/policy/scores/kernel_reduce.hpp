@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// SnapKV's 1-D pooling along the token axis, as torch.nn.functional with stride 1 and padding
-/// kernel/2: avg_pool1d pads with zeros and always divides by kernel (count_include_pad=True), so
-/// the first and last kernel/2 outputs are down-weighted; max_pool1d pads with -inf.
+/// SnapKV's smoothing of scores along the token axis: an average or a maximum over a sliding
+/// kernel, as torch.nn.functional's avg_pool1d / max_pool1d with stride 1 and padding kernel/2.
+/// The average pads with zeros and always divides by kernel (count_include_pad=True), so the
+/// first and last kernel/2 outputs are down-weighted; the maximum pads with -inf.
 #pragma once
 
 #include <cstdint>
@@ -12,18 +13,18 @@
 
 namespace audiokv::scores {
 
-/// Pooling of SnapKV-style scores.
-enum class pool_kind : std::uint8_t { avg = 0, max = 1 };
+/// How reduce_1d combines the scores under the kernel.
+enum class kernel_reduce : std::uint8_t { avg = 0, max = 1 };
 
-/// @brief out[j] = pool(in[j - kernel/2 .. j + kernel/2]) for j in [0, n). `kernel` odd >= 1.
+/// @brief out[j] = reduce(in[j - kernel/2 .. j + kernel/2]) for j in [0, n). `kernel` odd >= 1.
 /// Accumulates in double. in != out. Never allocates.
 template <class In, class Out>
-void pool1d(const In* in, Out* out, std::int32_t n, std::int32_t kernel, pool_kind kind) {
+void reduce_1d(const In* in, Out* out, std::int32_t n, std::int32_t kernel, kernel_reduce kind) {
   const std::int32_t half = kernel / 2;
   for (std::int32_t j = 0; j < n; ++j) {
     const std::int32_t lo = j - half < 0 ? 0 : j - half;
     const std::int32_t hi = j + half >= n ? n - 1 : j + half;
-    if (kind == pool_kind::avg) {
+    if (kind == kernel_reduce::avg) {
       double sum = 0.0;
       for (std::int32_t t = lo; t <= hi; ++t) sum += static_cast<double>(in[t]);
       out[j] = static_cast<Out>(sum / kernel);
