@@ -107,8 +107,11 @@ def micro_table(rows):
     print("|---|---|---|---|---|---|---|---|")
     for n in SIZES:
         def t(name):
-            row = rows.get(f"{name}/{n}")
-            return (to_us(row), row) if row else (float("nan"), {})
+            # Exactly name/n, or name/n/<options> (e.g. iterations:5).
+            for key, row in rows.items():
+                if key == f"{name}/{n}" or key.startswith(f"{name}/{n}/"):
+                    return to_us(row), row
+            return float("nan"), {}
         att, _ = t("BM_EigenDecodeAttention")
         obs, _ = t("BM_AudiokvObserve")
         ev, _ = t("BM_AudiokvEviction")
@@ -169,13 +172,17 @@ def main():
     parser.add_argument("--annotate", action="store_true",
                         help="add lscpu and the current load average to the JSON context")
     parser.add_argument("--save-dir", help="write the (annotated) JSON as cpu_micro_<family>.json")
+    parser.add_argument("--library-commit",
+                        help="with --annotate: the commit the benchmark was built from, when it "
+                             "was not built from this checkout (e.g. a clean export)")
     args = parser.parse_args()
     data = json.load(open(args.json))
     ctx = data["context"]
     if args.annotate:
         ctx["lscpu"] = lscpu()
         ctx["load_avg_end"] = list(os.getloadavg())
-        ctx["git"] = git_state()
+        ctx["git"] = ({"head": args.library_commit, "include_uncommitted": False}
+                      if args.library_commit else git_state())
     if args.save_dir:
         path = os.path.join(args.save_dir, f"cpu_micro_{family(ctx.get('lscpu', {}))}.json")
         with open(path, "w") as f:
