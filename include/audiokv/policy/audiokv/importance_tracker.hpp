@@ -63,6 +63,14 @@ class importance_tracker {
     evaluated_.resize(capacity);
   }
 
+  /// Back to the just-constructed state: speaker baselines and the drift history at zero
+  /// (per-cell values are written by on_append before they are read). Allocates nothing.
+  void reset() noexcept {
+    std::fill(baseline_.begin(), baseline_.end(), 0.0f);
+    global_std_ = 0.0;
+    drift_history_ = 0;
+  }
+
   /// Cells [first, last) were appended: each starts at its older neighbour's importance when
   /// config.neighbour_prior, else 0, and unevaluated.
   void on_append(std::int32_t first, std::int32_t last) noexcept {

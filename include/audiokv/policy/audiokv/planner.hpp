@@ -77,7 +77,7 @@ class planner {
 
     // An explicit target is exact: overflow then goes only as far as the target needs.
     pools_.mark_emergency_overflow(store_, tier_after, protection, use_ratio, order, mask, needed);
-    pools_.plan_promotions(store_, w.final_scores, protection, tier_after, order, w.order_b);
+    pools_.plan_promotions(store_, w.final_scores, protection, tier_after, order, w.key_bits, mask);
 
     const std::int32_t candidates = gather_slots(n, order, [&](std::int32_t j) {
       return tier_after[j] == pool_tier::buffer && protection[j] == protect_none;
@@ -132,7 +132,6 @@ class planner {
     float* pipeline;             // [n] pipeline ping-pong
     std::uint8_t* protection;    // [n] protection_level
     std::int32_t* order;         // [n] candidate indices
-    std::int32_t* order_b;       // [n] second index list
     std::int32_t* boundary_pos;  // [n] positions of active boundaries
     pool_tier* tier_after;       // [n] tiers once the plan applies
     std::uint32_t* key_bits;     // [n] ordered score bits
@@ -151,7 +150,6 @@ class planner {
                      scratch::at_least(s.pipeline, n),
                      scratch::at_least(s.protection, n),
                      scratch::at_least(s.order, n),
-                     scratch::at_least(s.order_b, n),
                      scratch::at_least(s.boundary_pos, n),
                      scratch::at_least(s.tier_after, n),
                      scratch::at_least(s.key_bits, n),

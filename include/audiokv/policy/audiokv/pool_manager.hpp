@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "../../core/selection.hpp"
 #include "../../types/frame.hpp"
 #include "../../types/pool_split.hpp"
 #include "../audiokv_config.hpp"
 #include "../detail/cell_store.hpp"
+#include "../detail/radix_select.hpp"
 #include "protection_rules.hpp"
 
 namespace audiokv::detail {
@@ -71,37 +71,36 @@ class pool_manager {
     }
   }
 
-  /// Promotions on tier_after: buffer cells that are not always-protected, best first, fill the
-  /// base pool's room, then replace base cells that score lower (those return to the buffer).
-  /// `order`, `order_b`: [n] scratch.
+  /// Promotions on tier_after: buffer cells that are not always-protected ("ready"), best
+  /// first, fill the base pool's room, then replace base cells that score lower (those return
+  /// to the buffer), pair by pair (k-th best incoming against k-th weakest base cell) until an
+  /// incoming cell no longer beats its partner.
+  ///
+  /// Because both lists are sorted, the cells that end in the base pool are exactly the best
+  /// T = base + clamp(room, 0, ready) of ready and base together (by (score, position), the
+  /// order of core/selection.hpp): every kept base cell beats every rejected incoming one where
+  /// the pairing stopped, and every promoted one beat the base cell it replaced. So one radix
+  /// select of the lowest |ready + base| - T cells computes it in linear time, without sorting.
+  /// `order`: [n] scratch; `key_bits`: [n] scratch; `mask`: [n], 0 on every ready or base cell
+  /// on entry, and left so.
   void plan_promotions(const cell_store& store, const float* final_scores,
                        const std::uint8_t* protection, pool_tier* tier_after, std::int32_t* order,
-                       std::int32_t* order_b) const {
-    const std::int32_t n = store.size();
-    const std::int32_t* pos = store.pos();
-    const std::int32_t ready = gather_slots(n, order, [&](std::int32_t j) {
-      return tier_after[j] == pool_tier::buffer && protection[j] != protect_always;
+                       std::uint32_t* key_bits, std::uint8_t* mask) const {
+    std::int32_t ready = 0, base = 0;
+    const std::int32_t contenders = gather_slots(store.size(), order, [&](std::int32_t j) {
+      const bool is_ready = tier_after[j] == pool_tier::buffer && protection[j] != protect_always;
+      const bool is_base = tier_after[j] == pool_tier::base;
+      ready += is_ready;
+      base += is_base;
+      return is_ready || is_base;
     });
-    std::sort(order, order + ready, [&](std::int32_t a, std::int32_t b) {
-      return core::evicts_before(final_scores[b], pos[b], final_scores[a], pos[a]);
-    });
-    const std::int32_t base =
-        gather_slots(n, order_b, [&](std::int32_t j) { return tier_after[j] == pool_tier::base; });
-    std::int32_t next = 0;
-    for (std::int32_t room = base_cells_ - base; next < ready && room > 0; ++next, --room) {
-      tier_after[order[next]] = pool_tier::base;
-    }
-    std::sort(order_b, order_b + base, [&](std::int32_t a, std::int32_t b) {
-      return core::evicts_before(final_scores[a], pos[a], final_scores[b], pos[b]);
-    });
-    for (std::int32_t weakest = 0; next < ready && weakest < base; ++next, ++weakest) {
-      const std::int32_t incoming = order[next], outgoing = order_b[weakest];
-      if (!core::evicts_before(final_scores[outgoing], pos[outgoing], final_scores[incoming],
-                               pos[incoming])) {
-        break;
-      }
-      tier_after[incoming] = pool_tier::base;
-      tier_after[outgoing] = pool_tier::buffer;
+    const std::int32_t room = std::max(0, std::min(base_cells_ - base, ready));
+    const std::int32_t rejected = contenders - (base + room);
+    radix_select_lowest(final_scores, order, contenders, rejected, key_bits, mask);
+    for (std::int32_t i = 0; i < contenders; ++i) {
+      const std::int32_t j = order[i];
+      tier_after[j] = mask[j] ? pool_tier::buffer : pool_tier::base;
+      mask[j] = 0;
     }
   }
 

@@ -213,6 +213,21 @@ class tiered_cache final : public eviction_policy {
     ++stats_.reservations;
   }
 
+  /// Returns the cache to its just-constructed state without allocating: no cells, no position
+  /// history (the next append may start at any position), speaker baselines, drift history,
+  /// statistics, prefetch forecast, pending frames and alignment position as after
+  /// construction. Kept: capacity() (including what reserve() added), the pipeline and its
+  /// parameters, and id(); the plan generation advances, so a plan made before is stale. For
+  /// reusing one cache for a new sequence.
+  void reset() noexcept {
+    store_.reset();
+    importance_.reset();
+    stats_ = audiokv_stats{};
+    forecast_ = capacity_forecast(config_.prefetch);
+    frontier_ = alignment_frontier(config_.speech.frontier.filter);
+    pending_frames_ = 0;
+  }
+
   /// Prefetch: ends one decode step of the forecast and reserves capacity ahead of need.
   ///
   /// The frames append()ed since the previous call count as one step's arrivals

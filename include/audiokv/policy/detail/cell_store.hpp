@@ -110,6 +110,15 @@ class cell_store {
     capacity_ = new_capacity;
   }
 
+  /// Drops every cell and the position history, as after construction; capacity, speaker count
+  /// and identity stay, and the generation advances, so plans made before are stale.
+  void reset() noexcept {
+    size_ = 0;
+    newest_pos_ = 0;
+    has_frames_ = false;
+    ++generation_;
+  }
+
   std::int32_t size() const noexcept { return size_; }
   std::int32_t capacity() const noexcept { return capacity_; }
   std::int32_t num_speakers() const noexcept { return num_speakers_; }
