@@ -113,12 +113,13 @@ AUDIOKV_HOST_DEVICE std::int32_t pages_freed(std::int32_t old_pages, std::int32_
 /// head * head_stride). Covers FlashInfer kNHD ([pages, P, heads, dim]) and kHND
 /// ([pages, heads, P, dim]) pools and contiguous NHD / HND tensors.
 struct kv_addressing {
-  const std::int32_t* page_indices = nullptr;  // [num_pages] or nullptr (contiguous)
-  std::int32_t page_size = 1;
-  std::int64_t page_stride = 0;   // elements between pages
-  std::int64_t entry_stride = 0;  // elements between cells (entries) of one page / tensor
-  std::int64_t head_stride = 0;   // elements between heads
+  const std::int32_t* page_indices = nullptr;  ///< [num_pages] or nullptr (contiguous)
+  std::int32_t page_size = 1;                  ///< cells per page (1 when contiguous)
+  std::int64_t page_stride = 0;                ///< elements between pages
+  std::int64_t entry_stride = 0;  ///< elements between cells (entries) of one page / tensor
+  std::int64_t head_stride = 0;   ///< elements between heads
 
+  /// Element offset of the first element of row (cell, head).
   AUDIOKV_HOST_DEVICE std::int64_t row_offset(std::int32_t cell, std::int32_t head) const {
     if (page_indices == nullptr) return cell * entry_stride + head * head_stride;
     const std::int64_t page = page_indices[cell / page_size];

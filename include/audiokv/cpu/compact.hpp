@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// F9 on the CPU: applies an eviction plan's move map to K or V in place. Kept rows are copied
-/// byte for byte and keep their time order.
+/// byte for byte. Two modes: stable (an eviction_plan: kept rows keep their time order, every
+/// row after the first hole shifts) and hole-filling (a hole_fill_plan from slot_map: the rows
+/// beyond the new end fill the holes, moves <= evicted cells; core/hole_filling.hpp).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include "../core/compaction.hpp"
 #include "../core/kv_view.hpp"
 #include "../error.hpp"
+#include "../pool/slot_map.hpp"
 #include "../types/eviction_plan.hpp"
 #include "../types/move_map.hpp"
 
@@ -28,6 +31,15 @@ void validate_compact(const char* where, const kv_view<T, Layout>& kv, const evi
   // A stable move map: no write can leave [0, i] — checked before any row moves.
   ::audiokv::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(),
                                              plan.n_kv_before);
+}
+
+/// Hole-filling moves (checks of ::audiokv::detail::validate_hole_fill) within the view.
+template <class T, class Layout>
+void validate_hole_fill(const char* where, const kv_view<T, Layout>& kv,
+                        const hole_fill_plan& plan) {
+  ::audiokv::detail::validate_hole_fill(where, "plan", plan, kv.num_cells());
+  AUDIOKV_REQUIRE(kv.num_cells() == 0 || kv.data_handle() != nullptr, where, "kv.data_handle()",
+                  "nullptr", "must point to the tensor");
 }
 
 template <class T, class Layout>
@@ -67,6 +79,27 @@ void compact_all_heads(const kv_view<T, Layout>& kv, const eviction_plan& plan) 
     if (to == core::evicted_slot || to == i) continue;
     for (std::int32_t h = 0; h < kv.num_heads(); ++h) detail::move_head_row(kv, h, i, to);
   }
+}
+
+/// @brief Hole-filling mode for one head: row (plan.src[k], head) -> (plan.dst[k], head).
+/// Moves plan.num_moves() rows (<= cells evicted); rows not listed stay. Never allocates.
+/// @throws audiokv::error naming the plan field or "head"; nothing moves then.
+template <class T, class Layout>
+void compact(const kv_view<T, Layout>& kv, std::int32_t head, const hole_fill_plan& plan) {
+  detail::validate_hole_fill("cpu::compact", kv, plan);
+  AUDIOKV_REQUIRE(head >= 0 && head < kv.num_heads(), "cpu::compact", "head", head,
+                  "must be in [0, num_heads)");
+  for (std::size_t k = 0; k < plan.src.size(); ++k)
+    detail::move_head_row(kv, head, plan.src[k], plan.dst[k]);
+}
+
+/// @brief Hole-filling mode for every head by one shared plan. Never allocates.
+template <class T, class Layout>
+void compact_all_heads(const kv_view<T, Layout>& kv, const hole_fill_plan& plan) {
+  detail::validate_hole_fill("cpu::compact_all_heads", kv, plan);
+  for (std::size_t k = 0; k < plan.src.size(); ++k)
+    for (std::int32_t h = 0; h < kv.num_heads(); ++h)
+      detail::move_head_row(kv, h, plan.src[k], plan.dst[k]);
 }
 
 }  // namespace audiokv::cpu

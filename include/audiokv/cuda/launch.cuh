@@ -20,6 +20,7 @@
 
 #include "launch/attention.cuh"
 #include "launch/compact.cuh"
+#include "launch/hole_fill.cuh"
 #include "launch/paged.cuh"
 #include "launch/quantize.cuh"
 #include "launch/select.cuh"

@@ -37,10 +37,11 @@ enum class head_reduce : std::uint8_t {
 
 /// @brief Working memory of share_layer_plan; reserve once for the caches' capacity.
 struct layer_plan_workspace {
-  std::vector<float> score;          // [n] reduced score
-  std::vector<std::int32_t> order;   // [n] unprotected candidates
-  std::vector<std::uint8_t> chosen;  // [n] 1 = evict
+  std::vector<float> score;          ///< [n] reduced score
+  std::vector<std::int32_t> order;   ///< [n] unprotected candidates
+  std::vector<std::uint8_t> chosen;  ///< [n] 1 = evict
 
+  /// Reserves every buffer for `capacity` cells.
   void reserve(std::int32_t capacity) {
     score.reserve(static_cast<std::size_t>(capacity));
     order.reserve(static_cast<std::size_t>(capacity));

@@ -36,9 +36,9 @@ enum class page_score_rule : std::uint8_t {
 
 /// @brief Working memory of make_page_granular; reserve once for the cache's capacity.
 struct page_eviction_workspace {
-  std::vector<float> page_score;     // [pages]
-  std::vector<std::int32_t> order;   // [pages] candidate pages
-  std::vector<std::uint8_t> chosen;  // [pages] 1 = evict the page
+  std::vector<float> page_score;     ///< [pages]
+  std::vector<std::int32_t> order;   ///< [pages] candidate pages
+  std::vector<std::uint8_t> chosen;  ///< [pages] 1 = evict the page
 
   /// Reserves for `capacity` cells in pages of `page_size`.
   void reserve(std::int32_t capacity, std::int32_t page_size) {

@@ -78,6 +78,7 @@ class sequence_batch {
   }
   /// Sequence s (precondition: active(s)).
   Policy& operator[](std::int32_t s) { return *sequences_[s]; }
+  /// Sequence s, read-only (precondition: active(s)).
   const Policy& operator[](std::int32_t s) const { return *sequences_[s]; }
   /// The plan made for sequence s by the last plan_all().
   const eviction_plan& plan(std::int32_t s) const { return plans_[s]; }

@@ -15,6 +15,7 @@
 #include "../error.hpp"
 #include "../span.hpp"
 #include "../types/eviction_plan.hpp"
+#include "../types/move_map.hpp"
 
 namespace audiokv {
 
@@ -26,11 +27,11 @@ namespace audiokv {
 /// both ascending, src[k] >= n_after > dst[k], and dst[k] is an evicted slot. Rows not listed
 /// stay in place.
 struct hole_fill_plan {
-  std::vector<std::int32_t> move_to;  // [n_before] physical slot -> new physical slot or -1
-  std::vector<std::int32_t> src;      // [num_moves] ascending, >= n_after
-  std::vector<std::int32_t> dst;      // [num_moves] ascending, < n_after, evicted slots
-  std::int32_t n_before = 0;
-  std::int32_t n_after = 0;
+  std::vector<std::int32_t> move_to;  ///< [n_before] physical slot -> new physical slot or -1
+  std::vector<std::int32_t> src;      ///< [num_moves] ascending, >= n_after
+  std::vector<std::int32_t> dst;      ///< [num_moves] ascending, < n_after, evicted slots
+  std::int32_t n_before = 0;          ///< slots in use before the compaction
+  std::int32_t n_after = 0;           ///< slots in use after it: [0, n_after)
   /// generation of the eviction_plan it was made from (slot_map::apply checks both).
   std::uint64_t plan_generation = 0;
   /// slot_map::generation() when it was made; apply() rejects a stale one.
@@ -103,7 +104,9 @@ class slot_map {
     }
   }
 
+  /// Cells (= slots in use: [0, size())).
   std::int32_t size() const noexcept { return size_; }
+  /// Cells the map can hold without reserve().
   std::int32_t capacity() const noexcept { return capacity_; }
   /// Changes on every append and apply.
   std::uint64_t generation() const noexcept { return generation_; }
@@ -209,20 +212,14 @@ class slot_map {
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
                     "plan.move_to.size()", plan.move_to.size(),
                     detail::describe("must equal the map's size() = ", size_).c_str());
-    std::int32_t kept = 0;
-    for (std::int32_t i = 0; i < size_; ++i) {
-      const std::int32_t to = plan.move_to[i];
-      AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where,
-                      detail::indexed("plan.move_to", i), to,
-                      "must be -1 or the number of kept cells before it");
-      if (to != core::evicted_slot) ++kept;
-    }
+    const std::int32_t kept =
+        detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
     AUDIOKV_REQUIRE(
         plan.n_kv_after == kept, where, "plan.n_kv_after", plan.n_kv_after,
         detail::describe("must equal the kept cells of plan.move_to (", kept, ")").c_str());
   }
 
-  std::vector<std::int32_t> slot_;  // [capacity] physical slot of logical cell i
+  std::vector<std::int32_t> slot_;  ///< [capacity] physical slot of logical cell i
   std::int32_t size_ = 0;
   std::int32_t capacity_ = 0;
   std::uint64_t generation_ = 0;

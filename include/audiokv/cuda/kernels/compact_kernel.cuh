@@ -2,12 +2,14 @@
 /// @file
 /// F9 on the device: keep mask -> move_to through a device-wide exclusive prefix sum
 /// (core::compaction_target), and the byte-exact out-of-place row gather. Also the row mover of
-/// the paged rule.
+/// the paged rule, and the hole-filling mode (core/hole_filling.hpp): keep mask -> move list,
+/// and the in-place row copies of that list.
 #pragma once
 
 #include <cstdint>
 
 #include "../../core/compaction.hpp"
+#include "../../core/hole_filling.hpp"
 #include "../params.cuh"
 
 namespace audiokv::cuda::kernels {
@@ -60,6 +62,96 @@ static __global__ void gather_rows_kernel(const unsigned char* src, unsigned cha
     const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
     *reinterpret_cast<Vec*>(dst + to * layout.entry_stride + col) =
         *reinterpret_cast<const Vec*>(src + j * layout.entry_stride + col);
+  }
+}
+
+/// Kept slots before the end, from the exclusive prefix of keep over n slots.
+__device__ inline std::int32_t hole_fill_n_after(const std::uint8_t* keep,
+                                                 const std::int32_t* prefix, std::int32_t n) {
+  return n > 0 ? prefix[n - 1] + (keep[n - 1] != 0 ? 1 : 0) : 0;
+}
+
+/// Thread per slot: hole_of_rank[hole_rank(p)] = p for the holes p < n_after; thread 0 writes
+/// the move count (= holes) to num_moves.
+static __global__ void hole_fill_holes_kernel(const std::uint8_t* keep, const std::int32_t* prefix,
+                                              std::int32_t n, std::int32_t* hole_of_rank,
+                                              std::int32_t* num_moves, std::int32_t* n_after_out) {
+  const std::int32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const std::int32_t n_after = hole_fill_n_after(keep, prefix, n);
+  if (p == 0) {
+    const std::int32_t kept_before_end = n_after < n ? prefix[n_after] : n_after;
+    *num_moves = n_after - kept_before_end;
+    if (n_after_out != nullptr) *n_after_out = n_after;
+  }
+  if (p < n_after && keep[p] == 0) hole_of_rank[core::hole_rank(p, prefix[p])] = p;
+}
+
+/// Thread per slot: move_to[p] (p, -1 or its hole) and, for the movers, src/dst at their rank.
+static __global__ void hole_fill_moves_kernel(const std::uint8_t* keep, const std::int32_t* prefix,
+                                              std::int32_t n, const std::int32_t* hole_of_rank,
+                                              std::int32_t* move_to, std::int32_t* src,
+                                              std::int32_t* dst) {
+  const std::int32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const std::int32_t n_after = hole_fill_n_after(keep, prefix, n);
+  if (keep[p] == 0) {
+    move_to[p] = core::evicted_slot;
+  } else if (p < n_after) {
+    move_to[p] = p;
+  } else {
+    const std::int32_t r = core::mover_rank(prefix[p], prefix[n_after]);
+    const std::int32_t hole = hole_of_rank[r];
+    move_to[p] = hole;
+    src[r] = p;
+    dst[r] = hole;
+  }
+}
+
+/// Grid-stride over (move, head, Vec chunk): row (dst[k], h) = row (src[k], h), in place. The
+/// move count is read from device memory (fixed grid). No source is a destination.
+template <class Vec>
+static __global__ void hole_fill_rows_kernel(unsigned char* kv, const row_layout layout,
+                                             const std::int32_t* src, const std::int32_t* dst,
+                                             const std::int32_t* num_moves) {
+  const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
+  const std::int64_t total = static_cast<std::int64_t>(*num_moves) * layout.num_heads * chunks;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t c = i % chunks;
+    const std::int64_t mh = i / chunks;
+    const auto h = static_cast<std::int32_t>(mh % layout.num_heads);
+    const auto k = static_cast<std::int32_t>(mh / layout.num_heads);
+    const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
+    *reinterpret_cast<Vec*>(kv + dst[k] * layout.entry_stride + col) =
+        *reinterpret_cast<const Vec*>(kv + src[k] * layout.entry_stride + col);
+  }
+}
+
+/// Paged form of hole_fill_rows_kernel: slot s of one sequence is entry s % page_size of page
+/// pages[s / page_size] (its page list, in slot order).
+template <class Vec>
+static __global__ void hole_fill_paged_rows_kernel(unsigned char* pool, const row_layout layout,
+                                                   const std::int32_t* pages,
+                                                   std::int32_t page_size, const std::int32_t* src,
+                                                   const std::int32_t* dst,
+                                                   const std::int32_t* num_moves) {
+  const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
+  const std::int64_t total = static_cast<std::int64_t>(*num_moves) * layout.num_heads * chunks;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t c = i % chunks;
+    const std::int64_t mh = i / chunks;
+    const auto h = static_cast<std::int32_t>(mh % layout.num_heads);
+    const auto k = static_cast<std::int32_t>(mh / layout.num_heads);
+    const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
+    const std::int32_t s = src[k];
+    const std::int32_t d = dst[k];
+    const std::int64_t from = pages[s / page_size] * layout.page_stride +
+                              static_cast<std::int64_t>(s % page_size) * layout.entry_stride;
+    const std::int64_t to = pages[d / page_size] * layout.page_stride +
+                            static_cast<std::int64_t>(d % page_size) * layout.entry_stride;
+    *reinterpret_cast<Vec*>(pool + to + col) = *reinterpret_cast<const Vec*>(pool + from + col);
   }
 }
 

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+// Eviction cost of the two compaction modes, stable (time order in memory) and hole-filling
+// (pool/slot_map.hpp), beside an Eigen decode-attention step of the same shape, so the share of
+// the attention step comes from one run. Shape: 8 KV heads, head_dim 128, one tiered_cache per
+// head (budget = cells), K and V in bf16-sized rows, [heads, cells, dim].
+//
+// One iteration = one steady-state eviction cycle of all 8 heads: plan, compact K and V, apply
+// (timed); then the evicted cells are refilled by appends and one observe (not timed). Both
+// modes replay the same frames and scores, so they compact the same plans. Counters per cycle:
+//   evicted        cells evicted per head (= decode steps between evictions at one frame/step)
+//   rows_moved     row copies per head and buffer (K or V)
+//   bytes_moved    bytes copied, all heads, K and V
+//   compact_us     the K and V row moves of all heads (and the slot map's plan + apply)
+//   attention_us   one Eigen decode-attention step (median of 3, measured at setup)
+//   amortised_share  (eviction time / evicted) / attention_us: the eviction's cost per decode
+//                    step as a fraction of the attention step
+// BM_SlotGather: the per-step cost hole-filling adds (the slot map's gather of each head's
+// probabilities into the cache's order), as a share of the attention step.
+// Usage: compaction_modes_bench --benchmark_format=json (or --benchmark_out=F
+// --benchmark_out_format=json).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <audiokv/eigen.hpp>
+#include <audiokv/pool/slot_map.hpp>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "machine.hpp"
+#include "synthetic_speech.hpp"
+
+namespace {
+
+constexpr std::int32_t kKvHeads = 8;
+constexpr std::int32_t kHeadDim = 128;
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// Median of three Eigen decode-attention steps over `cells` float rows, in microseconds.
+double attention_step_us(std::int32_t cells) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  std::vector<float> k(static_cast<std::size_t>(kKvHeads) * cells * kHeadDim);
+  std::vector<float> v(k.size()), q(kKvHeads * kHeadDim), out(q.size());
+  std::vector<float> probs(static_cast<std::size_t>(kKvHeads) * cells);
+  for (auto& x : k) x = normal(rng);
+  for (auto& x : v) x = normal(rng);
+  for (auto& x : q) x = normal(rng);
+  const audiokv::layout_hnd layout{{cells, kKvHeads, kHeadDim}};
+  const audiokv::kv_view<const float, audiokv::layout_hnd> kv_k(k.data(), layout),
+      kv_v(v.data(), layout);
+  std::vector<double> t;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = clock_type::now();
+    audiokv::cpu::decode_attention(q.data(), kv_k, kv_v, {kKvHeads, kKvHeads, kHeadDim, cells},
+                                   out.data(), probs.data());
+    benchmark::DoNotOptimize(out.data());
+    t.push_back(seconds_since(t0) * 1e6);
+  }
+  std::sort(t.begin(), t.end());
+  return t[1];
+}
+
+void fill_probs(std::vector<float>& p, std::int32_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  double sum = 0;
+  for (std::int32_t i = 0; i < n; ++i) sum += (p[i] = u(rng) * u(rng));
+  for (std::int32_t i = 0; i < n; ++i) p[i] = static_cast<float>(p[i] / sum);
+}
+
+/// state.range(0) = cells (budget), state.range(1) = 0 stable, 1 hole-filling.
+void BM_EvictionCycle(benchmark::State& state) {
+  const auto cells = static_cast<std::int32_t>(state.range(0));
+  const bool hole_filling = state.range(1) != 0;
+  const double attention_us = attention_step_us(cells);
+  audiokv::audiokv_config config;
+  config.budget = cells;
+  std::vector<audiokv::tiered_cache<>> caches;
+  for (int h = 0; h < kKvHeads; ++h) caches.emplace_back(config);
+  const std::int32_t capacity = caches[0].capacity();
+  std::vector<audiokv::slot_map> maps(kKvHeads, audiokv::slot_map(capacity));
+  const audiokv::layout_hnd layout{{capacity, kKvHeads, kHeadDim}};
+  std::vector<std::uint16_t> k(static_cast<std::size_t>(layout.required_span_size()));
+  std::vector<std::uint16_t> v(k.size());
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = v[i] = static_cast<std::uint16_t>(i * 31u);
+  const audiokv::kv_view<std::uint16_t, audiokv::layout_hnd> kv_k(k.data(), layout),
+      kv_v(v.data(), layout);
+  audiokv::eviction_plan plan;
+  plan.reserve(capacity);
+  audiokv::hole_fill_plan moves;
+  moves.reserve(capacity);
+  std::mt19937 rng(11);
+  std::vector<float> probs(capacity), physical(capacity);
+
+  // Each head appends the same frames until its own trigger fires (heads evict different
+  // counts, so they refill at different times), then observes once.
+  std::vector<audiokv::synthetic::speech_stream> streams(kKvHeads,
+                                                         audiokv::synthetic::speech_stream(7, 1));
+  const auto refill = [&] {
+    for (int h = 0; h < kKvHeads; ++h) {
+      while (!caches[h].wants_eviction()) {
+        const audiokv::frame_meta f = streams[h].next_frame();
+        caches[h].append(&f, 1);
+        maps[h].append(1);
+      }
+      const std::int32_t n = caches[h].num_cells();
+      fill_probs(physical, n, rng);
+      if (hole_filling) {
+        maps[h].gather(audiokv::span<const float>(physical.data(), n),
+                       audiokv::span<float>(probs.data(), n));
+        caches[h].observe(probs.data(), n);
+      } else {
+        caches[h].observe(physical.data(), n);
+      }
+    }
+  };
+  double rows = 0, evicted = 0, compact_s = 0, total_s = 0;
+  std::int64_t cycles = 0;
+  // One eviction of all heads; returns its wall time and records its counters when asked.
+  const auto evict_all = [&](bool record) {
+    const auto t0 = clock_type::now();
+    double t_compact = 0, t_counting = 0;
+    std::int64_t cycle_rows = 0, cycle_evicted = 0;
+    for (int h = 0; h < kKvHeads; ++h) {
+      caches[h].plan(plan);
+      const auto tc = clock_type::now();
+      if (hole_filling) {
+        maps[h].plan(plan, moves);
+        audiokv::cpu::compact(kv_k, h, moves);
+        audiokv::cpu::compact(kv_v, h, moves);
+        maps[h].apply(plan, moves);
+        cycle_rows += moves.num_moves();
+      } else {
+        audiokv::cpu::compact(kv_k, h, plan);
+        audiokv::cpu::compact(kv_v, h, plan);
+      }
+      t_compact += seconds_since(tc);
+      if (!hole_filling) {  // counted outside the timed work
+        const auto tk = clock_type::now();
+        for (std::int32_t i = 0; i < plan.n_kv_before; ++i)
+          cycle_rows += plan.move_to[i] >= 0 && plan.move_to[i] != i;
+        t_counting += seconds_since(tk);
+      }
+      caches[h].apply(plan);
+      cycle_evicted += static_cast<std::int64_t>(plan.evict.size());
+    }
+    const double t_total = seconds_since(t0) - t_counting;
+    if (!record) return;
+    rows += static_cast<double>(cycle_rows) / kKvHeads;
+    evicted += static_cast<double>(cycle_evicted) / kKvHeads;
+    compact_s += t_compact;
+    total_s += t_total;
+    ++cycles;
+  };
+  // Warm-up: two cycles, so the measured ones start from scattered (steady-state) memory.
+  for (int warm = 0; warm < 2; ++warm) {
+    refill();
+    evict_all(false);
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    refill();
+    state.ResumeTiming();
+    evict_all(true);
+  }
+  const double c = static_cast<double>(std::max<std::int64_t>(cycles, 1));
+  state.counters["evicted"] = evicted / c;
+  state.counters["rows_moved"] = rows / c;
+  state.counters["bytes_moved"] = rows / c * kKvHeads * 2.0 * kHeadDim * sizeof(std::uint16_t);
+  state.counters["compact_us"] = compact_s / c * 1e6;
+  state.counters["eviction_us"] = total_s / c * 1e6;
+  state.counters["attention_us"] = attention_us;
+  state.counters["amortised_share"] =
+      (total_s / c * 1e6) / std::max(evicted / c, 1.0) / attention_us;
+  state.counters["amortised_compact_share"] =
+      (compact_s / c * 1e6) / std::max(evicted / c, 1.0) / attention_us;
+}
+
+/// Per-step gather of 8 heads' probabilities through their slot maps (hole-filling only).
+void BM_SlotGather(benchmark::State& state) {
+  const auto cells = static_cast<std::int32_t>(state.range(0));
+  const double attention_us = attention_step_us(cells);
+  std::vector<audiokv::slot_map> maps(kKvHeads, audiokv::slot_map(cells));
+  std::mt19937 rng(5);
+  for (auto& m : maps) {
+    m.append(cells);
+    std::vector<bool> keep(cells);
+    for (std::int32_t i = 0; i < cells; ++i) keep[i] = rng() % 10 != 0;
+    audiokv::eviction_plan p;
+    p.n_kv_before = cells;
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < cells; ++i) p.move_to.push_back(keep[i] ? kept++ : -1);
+    p.n_kv_after = kept;
+    audiokv::hole_fill_plan h;
+    m.plan(p, h);
+    m.apply(p, h);
+    m.append(cells - kept);
+  }
+  std::vector<float> physical(cells, 1.0f), logical(cells);
+  for (auto _ : state) {
+    for (auto& m : maps) m.gather(physical, logical);
+    benchmark::DoNotOptimize(logical.data());
+  }
+  state.counters["attention_us"] = attention_us;
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (std::int64_t n : {4096, 16384, 32768, 131072})
+    for (std::int64_t mode : {0, 1}) b->Args({n, mode});
+  b->ArgNames({"cells", "hole_filling"});
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_EvictionCycle)->Apply(sizes)->Iterations(4);
+BENCHMARK(BM_SlotGather)
+    ->Arg(4096)
+    ->Arg(16384)
+    ->Arg(32768)
+    ->Arg(131072)
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("cpu_model", audiokv::bench::cpu_model());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hole-filling compaction on the device against its CPU oracle (slot_map::plan for the moves,
+// cpu::compact_all_heads for the bytes), over many random keep masks. Skips without a device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <audiokv/cpu/compact.hpp>
+#include <audiokv/cpu/paged.hpp>
+#include <audiokv/cuda.cuh>
+#include <audiokv/cuda/launch/hole_fill.cuh>
+#include <audiokv/pool/slot_map.hpp>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+namespace cu = audiokv::cuda;
+
+bool has_device() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+template <class T>
+struct dbuf {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit dbuf(std::size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T) + 16), cudaSuccess);
+  }
+  ~dbuf() { cudaFree(p); }
+  dbuf(const dbuf&) = delete;
+  dbuf& operator=(const dbuf&) = delete;
+  void up(const std::vector<T>& h) {
+    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<T> down(std::size_t count) const {
+    std::vector<T> h(count);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+TEST(CudaHoleFill, MovesAndBytesEqualTheCpuOracle) {
+  if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine";
+  std::mt19937 rng(17);
+  const std::int32_t heads = 3, dim = 8;  // fp16-sized rows: 16 bytes -> the uint4 path
+  for (int round = 0; round < 60; ++round) {
+    const std::int32_t n = 1 + static_cast<std::int32_t>(rng() % 3000);
+    const double p_evict = (rng() % 1000) / 1000.0;
+    std::vector<std::uint8_t> keep(n);
+    audiokv::eviction_plan plan;
+    plan.n_kv_before = n;
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < n; ++i) {
+      keep[i] = (rng() % 1000) / 1000.0 >= p_evict ? 1 : 0;
+      plan.move_to.push_back(keep[i] ? kept++ : -1);
+      if (!keep[i]) plan.evict.push_back(i);
+    }
+    plan.n_kv_after = kept;
+    audiokv::slot_map map(n);
+    map.append(n);  // physical == logical: the mask is the physical keep mask
+    audiokv::hole_fill_plan oracle;
+    map.plan(plan, oracle);
+
+    std::vector<std::uint16_t> rows(static_cast<std::size_t>(n) * heads * dim);
+    for (auto& v : rows) v = static_cast<std::uint16_t>(rng());
+    std::vector<std::uint16_t> expected = rows;
+    audiokv::cpu::compact_all_heads(audiokv::kv_view<std::uint16_t, audiokv::layout_nhd>(
+                                        expected.data(), audiokv::layout_nhd{{n, heads, dim}}),
+                                    oracle);
+
+    dbuf<std::uint8_t> d_keep(n);
+    d_keep.up(keep);
+    dbuf<std::int32_t> d_move(n), d_src(n), d_dst(n), d_count(2);
+    const std::size_t ws_bytes = cu::hole_fill_workspace_bytes(n);
+    dbuf<unsigned char> ws(ws_bytes);
+    ASSERT_EQ(cu::hole_fill_from_mask(d_keep.p, n, d_move.p, d_src.p, d_dst.p, d_count.p,
+                                      d_count.p + 1, ws.p, ws_bytes, nullptr),
+              cudaSuccess);
+    dbuf<std::uint16_t> d_rows(rows.size());
+    d_rows.up(rows);
+    cu::row_layout layout;
+    layout.entry_stride = static_cast<std::int64_t>(heads) * dim * 2;
+    layout.head_stride = dim * 2;
+    layout.row_bytes = dim * 2;
+    layout.num_heads = heads;
+    ASSERT_EQ(cu::hole_fill_rows(d_rows.p, layout, d_src.p, d_dst.p, d_count.p, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto counts = d_count.down(2);
+    ASSERT_EQ(counts[0], oracle.num_moves()) << "round " << round;
+    ASSERT_EQ(counts[1], kept);
+    EXPECT_EQ(d_move.down(n), oracle.move_to);
+    auto src = d_src.down(n), dst = d_dst.down(n);
+    src.resize(counts[0]);
+    dst.resize(counts[0]);
+    EXPECT_EQ(src, oracle.src);
+    EXPECT_EQ(dst, oracle.dst);
+    EXPECT_EQ(d_rows.down(rows.size()), expected) << "round " << round;
+  }
+}
+
+TEST(CudaHoleFill, PagedRowsEqualTheCpuInPlacePlan) {
+  if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine";
+  std::mt19937 rng(23);
+  const std::int32_t P = 16, heads = 2, dim = 64, num_pages = 40;  // bf16 rows: 128 B
+  const std::int64_t row = static_cast<std::int64_t>(dim) * 2;
+  const std::int64_t entry = heads * row, page = P * entry;
+  for (int round = 0; round < 20; ++round) {
+    // One sequence on a shuffled page list.
+    std::vector<std::int32_t> all(num_pages);
+    for (std::int32_t i = 0; i < num_pages; ++i) all[i] = i;
+    std::shuffle(all.begin(), all.end(), rng);
+    const std::int32_t np = 1 + static_cast<std::int32_t>(rng() % num_pages);
+    const std::vector<std::int32_t> pages(all.begin(), all.begin() + np);
+    const std::int32_t last = 1 + static_cast<std::int32_t>(rng() % P);
+    const std::int32_t n = (np - 1) * P + last;
+    std::vector<std::uint8_t> keep(n);
+    audiokv::eviction_plan plan;
+    plan.n_kv_before = n;
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < n; ++i) {
+      keep[i] = rng() % 3 != 0 ? 1 : 0;
+      plan.move_to.push_back(keep[i] ? kept++ : -1);
+    }
+    plan.n_kv_after = kept;
+    audiokv::slot_map map(n);
+    map.append(n);
+    audiokv::hole_fill_plan h[1];
+    map.plan(plan, h[0]);
+    const std::vector<std::int32_t> indptr{0, np}, lastv{last};
+    audiokv::cpu::paged_compaction out;
+    audiokv::cpu::plan_paged_in_place(pages.data(), indptr.data(), lastv.data(), 1, P,
+                                      audiokv::span<const audiokv::hole_fill_plan>(h, 1), out);
+    std::vector<unsigned char> pool(static_cast<std::size_t>(num_pages) * page);
+    for (auto& b : pool) b = static_cast<unsigned char>(rng());
+    std::vector<unsigned char> expected = pool;
+    audiokv::cpu::apply_paged_moves(expected.data(), page, entry, row, heads, row, out.moves);
+
+    dbuf<std::uint8_t> d_keep(n);
+    d_keep.up(keep);
+    dbuf<std::int32_t> d_move(n), d_src(n), d_dst(n), d_count(1), d_pages(np);
+    d_pages.up(pages);
+    const std::size_t ws_bytes = cu::hole_fill_workspace_bytes(n);
+    dbuf<unsigned char> ws(ws_bytes), d_pool(pool.size());
+    d_pool.up(pool);
+    ASSERT_EQ(cu::hole_fill_from_mask(d_keep.p, n, d_move.p, d_src.p, d_dst.p, d_count.p, nullptr,
+                                      ws.p, ws_bytes, nullptr),
+              cudaSuccess);
+    cu::row_layout layout;
+    layout.page_stride = page;
+    layout.entry_stride = entry;
+    layout.head_stride = row;
+    layout.row_bytes = row;
+    layout.num_heads = heads;
+    ASSERT_EQ(cu::hole_fill_paged_rows(d_pool.p, layout, d_pages.p, P, d_src.p, d_dst.p, d_count.p,
+                                       nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(d_count.down(1)[0], h[0].num_moves());
+    EXPECT_EQ(d_pool.down(pool.size()), expected) << "round " << round;
+  }
+}
+
+TEST(CudaHoleFill, BadArgumentsAreRejectedBeforeLaunch) {
+  // Host-side checks only: no device needed.
+  cu::row_layout layout;
+  std::int32_t dummy = 0;
+  EXPECT_EQ(cu::hole_fill_rows(&dummy, layout, &dummy, &dummy, &dummy, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cu::hole_fill_from_mask(nullptr, 4, &dummy, &dummy, &dummy, &dummy, nullptr, nullptr, 0,
+                                    nullptr),
+            cudaErrorInvalidValue);
+}
+
+}  // namespace
