@@ -402,7 +402,9 @@ TEST(PageGranular, HandWorkedMeanAndMax) {
 
 /// Streams speech-like frames through one tiered_cache whose plans are made page-granular;
 /// returns the largest occupancy seen, or -1 when the cache filled up (append would throw).
-std::int32_t page_granular_stream(std::int32_t page, page_score_rule rule, std::int64_t& pages) {
+/// `mean_share` receives the mean occupancy after warm-up over the trigger level.
+std::int32_t page_granular_stream(std::int32_t page, page_score_rule rule, std::int64_t& pages,
+                                  double& mean_share) {
   audiokv_config config;
   config.budget = 512;
   tiered_cache<> cache(config);
@@ -413,6 +415,8 @@ std::int32_t page_granular_stream(std::int32_t page, page_score_rule rule, std::
   test::speech_stream stream(5, 1);
   std::vector<float> probs;
   std::int32_t peak = 0;
+  double occupancy = 0.0;
+  std::int64_t samples = 0;
   for (int step = 0; step < 8000; ++step) {
     frame_meta f = stream.next_frame();
     if (cache.num_cells() == cache.capacity()) return -1;
@@ -420,6 +424,10 @@ std::int32_t page_granular_stream(std::int32_t page, page_score_rule rule, std::
     stream.attention(cache.positions(), cache.num_cells(), probs);
     cache.observe(probs.data(), cache.num_cells());
     peak = std::max(peak, cache.num_cells());
+    if (step >= 3 * config.budget) {
+      occupancy += cache.num_cells();
+      ++samples;
+    }
     if (!cache.wants_eviction()) continue;
     cache.plan(plan);
     pages += make_page_granular(
@@ -435,6 +443,7 @@ std::int32_t page_granular_stream(std::int32_t page, page_score_rule rule, std::
     }
     cache.apply(plan);
   }
+  mean_share = occupancy / static_cast<double>(samples) / cache.trigger_cells();
   return peak;
 }
 
@@ -445,7 +454,9 @@ TEST(PageGranular, TieredCacheStreamNeverEvictsProtectedAndFreesWholePages) {
   for (const std::int32_t page : {1, 4, 8}) {
     for (const page_score_rule rule : {page_score_rule::mean, page_score_rule::max}) {
       std::int64_t pages = 0;
-      const std::int32_t peak = page_granular_stream(page, rule, pages);
+      double share = 0.0;
+      const std::int32_t peak = page_granular_stream(page, rule, pages, share);
+      EXPECT_NEAR(share, 1.0, 0.03) << "page " << page << ": mean occupancy / trigger level";
       EXPECT_GT(peak, 0) << "page " << page << ": the cache filled up";
       EXPECT_LE(peak, 512) << "page " << page;
       EXPECT_GT(pages, 100) << "page " << page;

@@ -108,6 +108,8 @@ TEST(LayerPlan, FourHeadsShareEveryPlanAndNeverEvictProtected) {
     std::vector<float> scores(caches[0].capacity());
     std::int64_t evictions = 0, evicted = 0;
     std::int32_t peak = 0;
+    double occupancy = 0.0;
+    std::int64_t samples = 0;
     for (int step = 0; step < 6000; ++step) {
       const frame_meta f = stream.next_frame();
       for (int h = 0; h < kHeads; ++h) {
@@ -118,6 +120,10 @@ TEST(LayerPlan, FourHeadsShareEveryPlanAndNeverEvictProtected) {
         caches[h].observe(scores.data(), n);
       }
       peak = std::max(peak, caches[0].num_cells());
+      if (step >= 3 * config.budget) {
+        occupancy += caches[0].num_cells();
+        ++samples;
+      }
       bool any = false;
       for (const auto& c : caches) any = any || c.wants_eviction();
       if (!any) continue;
@@ -142,6 +148,9 @@ TEST(LayerPlan, FourHeadsShareEveryPlanAndNeverEvictProtected) {
     EXPECT_GT(evictions, 10);
     EXPECT_GT(evicted, 0);
     EXPECT_LE(peak, config.budget);
+    // Mean occupancy within +-3% of the trigger level, as with per-head plans.
+    const double trigger = caches[0].trigger_cells();
+    EXPECT_NEAR(occupancy / static_cast<double>(samples), trigger, 0.03 * trigger);
   }
 }
 
