@@ -22,13 +22,7 @@ struct trend_stage {
   float slope_gain = 0.3f;    // g: how fast the slope estimate follows the level
 
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
-    if (n == 0) return;
-    core::trend_state state = core::trend_start(in[0]);
-    out[0] = core::max_of(state.level, 0.0f);
-    for (std::int32_t j = 1; j < n; ++j) {
-      state = core::trend_step(state, in[j], level_weight, slope_gain);
-      out[j] = core::max_of(state.level, 0.0f);
-    }
+    core::trend_row(in, out, n, level_weight, slope_gain);
   }
 };
 
