@@ -4,11 +4,15 @@
 #pragma once
 
 #if defined(__CUDACC__) || (defined(__clang__) && defined(__CUDA__))
+/// Marks a function callable from host and device code (inline on the host compiler).
 #define AUDIOKV_HOST_DEVICE __host__ __device__ __forceinline__
+/// Marks a device-only helper (plain inline on the host compiler).
 #define AUDIOKV_DEVICE __device__ __forceinline__
 #define AUDIOKV_CUDA_COMPILER 1  // set in both nvcc passes, like EIGEN_GPUCC
 #else
+/// Marks a function callable from host and device code (inline on the host compiler).
 #define AUDIOKV_HOST_DEVICE inline
+/// Marks a device-only helper (plain inline on the host compiler).
 #define AUDIOKV_DEVICE inline
 #endif
 

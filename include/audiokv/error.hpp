@@ -15,6 +15,7 @@ namespace audiokv {
 /// (e.g. "attention[17]" or "config.trigger"); `what()` adds the value and the expectation.
 class error : public std::invalid_argument {
  public:
+  /// @brief An error about `argument` with the full `message` (what()). Allocates the strings.
   error(std::string argument, const std::string& message)
       : std::invalid_argument(message), argument_(std::move(argument)) {}
 

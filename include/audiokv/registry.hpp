@@ -34,6 +34,7 @@ struct policy_options {
   std::int32_t budget = 0;
   /// Slots per cache; 0 means budget + 1 for the baselines and budget for "audiokv".
   std::int32_t capacity = 0;
+  /// Speaker ids of appended frames must lie in [0, num_speakers).
   std::int32_t num_speakers = 1;
   /// streaming_llm sinks.
   std::int32_t n_sink = 4;
@@ -41,22 +42,30 @@ struct policy_options {
   std::int32_t recent_size = -1;
   /// lru threshold (see lru_config).
   float lru_tau = 1.0f;
+  /// lru: tau per cell (true) or per step (see lru_config).
   bool lru_tau_per_cell = true;
   /// snapkv / pyramidkv / adakv window scoring (kvpress defaults).
   std::int32_t window = 64;
+  /// snapkv / pyramidkv / adakv smoothing kernel (odd).
   std::int32_t kernel = 5;
+  /// snapkv / pyramidkv / adakv: average or maximum over the kernel.
   scores::kernel_reduce reduce = scores::kernel_reduce::avg;
+  /// snapkv / pyramidkv / adakv query heads per KV head.
   std::int32_t group_size = 1;
   /// pyramidkv layer schedule.
   std::int32_t layer = 0;
+  /// pyramidkv: layers in the schedule.
   std::int32_t num_layers = 1;
+  /// pyramidkv: the schedule's slope parameter.
   std::int32_t beta = 20;
   /// tova: kvpress variant forcing the newest cell (official: false).
   bool tova_force_last = false;
   /// adakv: safeguard, and optionally a shared group with this policy's head index in it. With
   /// no group, a private one-head group is made (AdaKV over one head is SnapKV).
   double alpha_safeguard = 0.2;
+  /// adakv: the group shared by the heads of a layer, or null for a private one.
   std::shared_ptr<adakv_group> adakv_shared;
+  /// adakv: this policy's head index in adakv_shared.
   std::int32_t adakv_head = 0;
   /// random seed.
   std::uint64_t seed = 0;
@@ -66,7 +75,9 @@ struct policy_options {
   /// "audiokv": the smoothing stages' parameters (e.g. stage<2>().block for local_rank_stage).
   default_pipeline audiokv_pipeline{};
 
+  /// The common baseline configuration of these options.
   baseline_config base() const { return baseline_config{budget, capacity, num_speakers}; }
+  /// The snapkv configuration of these options.
   snapkv_config snap() const { return snapkv_config{base(), window, kernel, reduce, group_size}; }
 };
 

@@ -3,8 +3,11 @@
 /// Library version, kept equal to the CMake project version.
 #pragma once
 
+/// Major version: incompatible API changes.
 #define AUDIOKV_VERSION_MAJOR 0
+/// Minor version: compatible additions.
 #define AUDIOKV_VERSION_MINOR 1
+/// Patch version: fixes.
 #define AUDIOKV_VERSION_PATCH 0
 
 namespace audiokv {

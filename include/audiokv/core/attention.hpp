@@ -31,7 +31,9 @@ AUDIOKV_HOST_DEVICE float cell_logit(float dot, float scale, float bias) {
 /// Factors of one online step: multiply the old sum and accumulator by `rescale`, then add
 /// `weight` (and weight * v_j).
 struct online_weights {
+  /// Factor applied to the running sum and accumulator: exp(old max - new max).
   float rescale = 1.0f;
+  /// Weight of the new cell: exp(logit - new max).
   float weight = 0.0f;
 };
 

@@ -14,8 +14,11 @@ namespace audiokv::core {
 
 /// Accumulates sum(s) and sum(s ln s) in one pass; H = ln(S) - (sum s ln s) / S.
 struct entropy_accumulator {
+  /// S = sum of the non-negative scores added so far.
   double sum = 0.0;
+  /// sum of s ln s over the positive scores (0 ln 0 = 0).
   double sum_s_log_s = 0.0;
+  /// Number of scores added (the support size for H_max = ln count).
   std::int32_t count = 0;
 
   /// Adds one score; negative scores count as zero mass.

@@ -17,9 +17,12 @@ namespace audiokv {
 template <class T, class Layout = layout_nhd>
 class kv_view {
  public:
+  /// The element type, possibly const.
   using element_type = T;
+  /// The layout mapping (cell, head, dim) to offsets.
   using layout_type = Layout;
 
+  /// Views `data` through `layout`; never owns, allocates or checks.
   AUDIOKV_HOST_DEVICE constexpr kv_view(T* data, Layout layout) noexcept
       : data_(data), layout_(layout) {}
 
@@ -28,6 +31,7 @@ class kv_view {
   AUDIOKV_HOST_DEVICE constexpr kv_view(const kv_view<U, Layout>& other) noexcept
       : data_(other.data_handle()), layout_(other.mapping()) {}
 
+  /// Element (cell, head, dim); unchecked.
   AUDIOKV_HOST_DEVICE constexpr T& operator()(std::int32_t cell, std::int32_t head,
                                               std::int32_t dim) const {
     return data_[layout_(cell, head, dim)];
@@ -36,10 +40,15 @@ class kv_view {
   AUDIOKV_HOST_DEVICE constexpr T* row(std::int32_t cell, std::int32_t head) const {
     return data_ + layout_(cell, head, 0);
   }
+  /// Cells in the view.
   AUDIOKV_HOST_DEVICE constexpr std::int32_t num_cells() const { return layout_.extents.num_cells; }
+  /// KV heads in the view.
   AUDIOKV_HOST_DEVICE constexpr std::int32_t num_heads() const { return layout_.extents.num_heads; }
+  /// Elements per row.
   AUDIOKV_HOST_DEVICE constexpr std::int32_t head_dim() const { return layout_.extents.head_dim; }
+  /// Base pointer of the tensor.
   AUDIOKV_HOST_DEVICE constexpr T* data_handle() const { return data_; }
+  /// The layout.
   AUDIOKV_HOST_DEVICE constexpr const Layout& mapping() const { return layout_; }
 
  private:

@@ -10,8 +10,12 @@
 
 namespace audiokv::core {
 
+/// @brief Running maximum and rescaled sum of exponentials of an online softmax; two states
+/// /// over disjoint cells merge exactly (split-K attention).
 struct softmax_state {
+  /// Largest logit folded in so far.
   float max = -3.402823466e38f;  // -FLT_MAX: the identity of the merge
+  /// sum of exp(logit - max) over the logits folded in.
   float sum = 0.0f;
 
   /// Folds logit x into the state: sum' = sum * exp(max - max') + exp(x - max').

@@ -29,6 +29,7 @@ AUDIOKV_HOST_DEVICE std::int8_t quantize_int8(float x, float scale) {
   return static_cast<std::int8_t>(y >= 0.0f ? y + 0.5f : y - 0.5f);
 }
 
+/// The value q * scale that an int8 code stands for.
 AUDIOKV_HOST_DEVICE float dequantize_int8(std::int8_t q, float scale) {
   return static_cast<float>(q) * scale;
 }

@@ -19,7 +19,9 @@ namespace audiokv::core {
 
 /// Level and slope carried from one cell to the next.
 struct trend_state {
+  /// Smoothed level s[j] (the stage output before the clamp).
   float level = 0.0f;
+  /// Smoothed slope d[j].
   float slope = 0.0f;
 };
 

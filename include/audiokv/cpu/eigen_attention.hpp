@@ -12,25 +12,12 @@
 
 #include "../core/kv_view.hpp"
 #include "../error.hpp"
+#include "../types/attention_shape.hpp"
 
 namespace audiokv::cpu {
 
-/// @brief Attention shape of one decode step of one layer.
-struct attention_shape {
-  std::int32_t num_q_heads = 0;
-  std::int32_t num_kv_heads = 0;
-  std::int32_t head_dim = 0;
-  std::int32_t num_cells = 0;
-
-  std::int32_t group_size() const { return num_q_heads / num_kv_heads; }
-  void validate(const char* where) const {
-    AUDIOKV_REQUIRE(num_kv_heads >= 1, where, "shape.num_kv_heads", num_kv_heads, "must be >= 1");
-    AUDIOKV_REQUIRE(num_q_heads >= num_kv_heads && num_q_heads % num_kv_heads == 0, where,
-                    "shape.num_q_heads", num_q_heads, "must be a multiple of num_kv_heads");
-    AUDIOKV_REQUIRE(head_dim >= 1, where, "shape.head_dim", head_dim, "must be >= 1");
-    AUDIOKV_REQUIRE(num_cells >= 0, where, "shape.num_cells", num_cells, "must be >= 0");
-  }
-};
+/// The shape of one step (one definition for the CPU and CUDA backends).
+using attention_shape = ::audiokv::attention_shape;
 
 namespace detail {
 using row_major_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -23,6 +23,7 @@ namespace audiokv::cpu {
 /// @brief Configuration of one head_kv_store; every feature is off by default.
 struct head_kv_store_config {
   std::int32_t cell_capacity = 0;  ///< logical cells (the policy's capacity)
+  /// Elements per K (and V) row.
   std::int32_t head_dim = 0;
   /// F11: a new frame shares the newest row when its K and V both match that row's first
   /// frame within share_tolerance (core::rows_match).
@@ -36,9 +37,11 @@ struct head_kv_store_config {
   /// min(full_rows, cell_capacity) rows. 0, and always without int8_buffer: cell_capacity.
   std::int32_t full_rows = 0;
 
+  /// Rows of the full-precision arena: full_rows with int8_buffer, else cell_capacity.
   std::int32_t full_arena_rows() const {
     return int8_buffer && full_rows > 0 && full_rows < cell_capacity ? full_rows : cell_capacity;
   }
+  /// Rows of the int8 arena: cell_capacity with int8_buffer, else 0.
   std::int32_t int8_arena_rows() const { return int8_buffer ? cell_capacity : 0; }
 
   /// Throws audiokv::error naming the first invalid field.
@@ -65,6 +68,8 @@ struct head_kv_store_config {
 /// Never allocates after construction. Not thread-safe per object.
 class head_kv_store {
  public:
+  /// Allocates both arenas and the slot table for the configured capacity.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit head_kv_store(const head_kv_store_config& config)
       : config_((config.validate(), config)),
         table_(config.cell_capacity, config.full_arena_rows(), config.int8_arena_rows()) {
@@ -94,9 +99,13 @@ class head_kv_store {
     config_ = next;
   }
 
+  /// The configuration (capacity after reserve()).
   const head_kv_store_config& config() const noexcept { return config_; }
+  /// The slot table mapping cells to rows.
   const shared_row_table& table() const noexcept { return table_; }
+  /// Cells stored.
   std::int32_t num_cells() const noexcept { return table_.num_cells(); }
+  /// Rows in use in the arena of precision `p`.
   std::int32_t num_rows(row_precision p) const noexcept { return table_.num_rows(p); }
 
   /// Bytes of the K and V rows held now (int8 rows with their two scales).

@@ -9,39 +9,43 @@
 #include "../core/gqa.hpp"
 #include "../core/online_softmax.hpp"
 #include "../core/paged.hpp"
+#include "../types/attention_shape.hpp"
 
 namespace audiokv::cuda {
 
-/// @brief Shape of one decode-attention call (one layer, one sequence).
-struct attention_shape {
-  std::int32_t num_q_heads = 0;
-  std::int32_t num_kv_heads = 0;
-  std::int32_t head_dim = 0;   // 64 or 128
-  std::int32_t num_cells = 0;  // capacity: fixes the grid and the probs row stride
-};
+/// The shape of one decode-attention call (one definition for the CPU and CUDA backends).
+using attention_shape = ::audiokv::attention_shape;
 
 /// @brief Parameters of the decode-attention kernels (see cuda/launch.cuh decode_attention).
 template <class T>
 struct attention_params {
-  const float* q = nullptr;                      // [num_q_heads, head_dim]
-  const T* k = nullptr;                          // rows addressed by addr (unit dim stride)
-  const T* v = nullptr;                          // like k; nullptr: scores only
-  core::kv_addressing addr{};                    // element offsets of (cell, kv head) rows
-  float* out = nullptr;                          // [num_q_heads, head_dim] or nullptr
-  float* probs = nullptr;                        // [num_q_heads, num_cells]
-  float* scores = nullptr;                       // [num_kv_heads, num_cells] or nullptr
-  const std::int32_t* live_cells = nullptr;      // [1] live count <= num_cells, or nullptr
-  const float* logit_bias = nullptr;             // [num_kv_heads, num_cells] or nullptr
-  core::softmax_state* partial_state = nullptr;  // [num_splits, num_q_heads]
-  float* partial_acc = nullptr;                  // [num_splits, num_q_heads, head_dim]
-  core::softmax_state* final_state = nullptr;    // [num_q_heads]
+  const float* q = nullptr;                      ///< [num_q_heads, head_dim]
+  const T* k = nullptr;                          ///< rows addressed by addr (unit dim stride)
+  const T* v = nullptr;                          ///< like k; nullptr: scores only
+  core::kv_addressing addr{};                    ///< element offsets of (cell, kv head) rows
+  float* out = nullptr;                          ///< [num_q_heads, head_dim] or nullptr
+  float* probs = nullptr;                        ///< [num_q_heads, num_cells]
+  float* scores = nullptr;                       ///< [num_kv_heads, num_cells] or nullptr
+  const std::int32_t* live_cells = nullptr;      ///< [1] live count <= num_cells, or nullptr
+  const float* logit_bias = nullptr;             ///< [num_kv_heads, num_cells] or nullptr
+  core::softmax_state* partial_state = nullptr;  ///< [num_splits, num_q_heads]
+  float* partial_acc = nullptr;                  ///< [num_splits, num_q_heads, head_dim]
+  core::softmax_state* final_state = nullptr;    ///< [num_q_heads]
+  /// Query heads.
   std::int32_t num_q_heads = 0;
+  /// KV heads.
   std::int32_t num_kv_heads = 0;
+  /// Query heads per KV head.
   std::int32_t group_size = 0;
+  /// Cell capacity (the probs row stride).
   std::int32_t num_cells = 0;
+  /// Blocks the cells are split over (split-K).
   std::int32_t num_splits = 0;
+  /// Cells per split.
   std::int32_t cells_per_split = 0;
+  /// Logit scale, 1 / sqrt(head_dim).
   float scale = 0.0f;
+  /// How a group's query-head probabilities reduce to one score per cell.
   gqa_reduce mode = gqa_reduce::mean;
 };
 
@@ -49,10 +53,12 @@ struct attention_params {
 /// page(cell) * page_stride + entry(cell) * entry_stride + head * head_stride (bytes) and is
 /// row_bytes long. Contiguous tensors use page_stride 0 and the cell index as entry.
 struct row_layout {
-  std::int64_t page_stride = 0;   // bytes
-  std::int64_t entry_stride = 0;  // bytes
-  std::int64_t head_stride = 0;   // bytes
+  std::int64_t page_stride = 0;   ///< bytes
+  std::int64_t entry_stride = 0;  ///< bytes
+  std::int64_t head_stride = 0;   ///< bytes
+  /// Bytes of one (cell, head) row.
   std::int64_t row_bytes = 0;
+  /// Heads per cell.
   std::int32_t num_heads = 0;
 };
 

@@ -21,6 +21,7 @@ class capacity_forecast {
   explicit capacity_forecast(const prefetch_config& config = prefetch_config{})
       : config_((config.validate("capacity_forecast"), config)) {}
 
+  /// The validated configuration.
   const prefetch_config& config() const noexcept { return config_; }
   /// EMA of frames per step.
   float rate() const noexcept { return rate_; }

@@ -87,6 +87,7 @@ class eviction_policy {
   ///         message), "plan.generation" for a stale one, or the malformed field.
   virtual void apply(const eviction_plan& plan) = 0;
 
+  /// Cells currently cached (the K/V rows the engine must hold for this head).
   virtual std::int32_t num_cells() const noexcept = 0;
   /// Target number of cells (the budget B).
   virtual std::int32_t budget() const noexcept = 0;

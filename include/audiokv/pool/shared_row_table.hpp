@@ -72,13 +72,19 @@ class shared_row_table {
     int8_capacity_ = rows[1];
   }
 
+  /// Logical cells mapped to rows.
   std::int32_t num_cells() const noexcept { return num_cells_; }
+  /// Cells the table holds without allocating.
   std::int32_t cell_capacity() const noexcept { return cell_capacity_; }
+  /// Rows in use in the arena of precision `p`.
   std::int32_t num_rows(row_precision p) const noexcept { return num_rows_[arena(p)]; }
+  /// Rows the arena of precision `p` holds without allocating.
   std::int32_t row_capacity(row_precision p) const noexcept {
     return p == row_precision::full ? full_capacity_ : int8_capacity_;
   }
+  /// True when the table was configured with an int8 arena.
   bool has_int8_arena() const noexcept { return int8_capacity_ > 0; }
+  /// Changes on every mutation; a transition made for another generation is rejected.
   std::uint64_t generation() const noexcept { return generation_; }
 
   /// [num_cells()] the row behind each cell.

@@ -70,15 +70,17 @@ class plan_scratch {
 /// Positions are never renumbered. A plan is valid only for the cache that made it
 /// (`cache_id`) in the state it was made for (`generation`).
 struct eviction_plan {
-  std::vector<std::int32_t> evict;    // [n_evicted], ascending old slots
-  std::vector<std::int32_t> move_to;  // [n_kv_before]
-  std::vector<std::int32_t> promote;  // old slots, buffer pool -> base pool
-  std::vector<std::int32_t> demote;   // old slots, base pool -> buffer pool
+  std::vector<std::int32_t> evict;    ///< [n_evicted], ascending old slots
+  std::vector<std::int32_t> move_to;  ///< [n_kv_before]
+  std::vector<std::int32_t> promote;  ///< old slots, buffer pool -> base pool
+  std::vector<std::int32_t> demote;   ///< old slots, base pool -> buffer pool
   /// [n_kv_before] the final score of each cell that ranked it (tiered_cache: after smoothing,
   /// voice weight and prior; lower goes first), or empty when the plan ranked nothing (an
   /// empty plan, or a baseline policy).
   std::vector<float> scores;
+  /// Cells before the eviction (the cache's num_cells() when planned).
   std::int32_t n_kv_before = 0;
+  /// Cells kept: the new num_cells(); kept cells occupy slots [0, n_kv_after).
   std::int32_t n_kv_after = 0;
   /// Eviction ratio r that was used (F7); 0 for plans with an explicit target.
   float ratio = 0.0f;

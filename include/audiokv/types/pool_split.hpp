@@ -15,8 +15,11 @@ enum class pool_tier : std::uint8_t { buffer = 0, base = 1, emergency = 2 };
 
 /// @brief Fractions of the budget per pool (each >= 0, sum 1) and the cell counts they give.
 struct pool_split {
+  /// Fraction for the base pool: the highest-ranked cells, never evicted directly.
   float base = 0.6f;
+  /// Fraction for the buffer pool: the eviction candidates.
   float buffer = 0.3f;
+  /// Fraction for the emergency pool: sinks, boundary markers and host-flagged cells.
   float emergency = 0.1f;
 
   /// Throws audiokv::error naming the bad fraction.

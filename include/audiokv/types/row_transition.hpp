@@ -16,7 +16,9 @@ enum class row_precision : std::uint8_t {
 
 /// A physical row: its arena and its index there.
 struct row_ref {
+  /// Index of the row in its arena.
   std::int32_t row = 0;
+  /// The arena: full precision or int8.
   row_precision precision = row_precision::full;
 };
 
@@ -29,14 +31,17 @@ struct row_ref {
 /// Both move maps are stable (a kept row moves to the number of kept rows before it), so
 /// cpu::compact-style forward passes apply them in place.
 struct row_transition {
-  std::vector<std::int32_t> demote_rows;   // full rows leaving for the int8 arena
-  std::vector<std::int32_t> full_move;     // [full_before]
-  std::vector<std::int32_t> promote_rows;  // int8 rows leaving for the full arena
-  std::vector<std::int32_t> int8_move;     // [int8_before + demote_rows.size()]
+  std::vector<std::int32_t> demote_rows;   ///< full rows leaving for the int8 arena
+  std::vector<std::int32_t> full_move;     ///< [full_before]
+  std::vector<std::int32_t> promote_rows;  ///< int8 rows leaving for the full arena
+  std::vector<std::int32_t> int8_move;     ///< [int8_before + demote_rows.size()]
+  /// Full rows before the transition.
   std::int32_t full_before = 0;
+  /// int8 rows before the transition (staged rows follow them).
   std::int32_t int8_before = 0;
-  std::int32_t full_kept = 0;   // full rows kept in place by step 2
-  std::int32_t full_after = 0;  // full_kept + promote_rows.size()
+  std::int32_t full_kept = 0;   ///< full rows kept in place by step 2
+  std::int32_t full_after = 0;  ///< full_kept + promote_rows.size()
+  /// int8 rows after step 4.
   std::int32_t int8_after = 0;
   /// State of the table the transition was made for; apply() rejects a stale one.
   std::uint64_t generation = 0;

@@ -18,8 +18,10 @@ namespace audiokv::cuda {
 
 /// @brief Shape of a paged compaction: the batch's page table capacity.
 struct paged_shape {
+  /// Sequences in the batch.
   std::int32_t batch = 0;
-  std::int32_t nnz_pages = 0;  // indptr[batch] (an upper bound is fine)
+  std::int32_t nnz_pages = 0;  ///< indptr[batch] (an upper bound is fine)
+  /// Cells per page (P).
   std::int32_t page_size = 1;
 };
 

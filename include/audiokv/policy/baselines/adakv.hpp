@@ -28,6 +28,8 @@ struct adakv_config {
   /// kvpress alpha_safeguard: each head keeps at least n_safe = max(1, int(B * alpha)) cells.
   double alpha_safeguard = 0.2;
 
+  /// Checks every field; `where` names the caller in the message.
+  /// @throws audiokv::error naming the first invalid field (e.g. "config.budget").
   void validate(const char* where) const {
     AUDIOKV_REQUIRE(num_heads >= 1, where, "config.num_heads", num_heads, "must be >= 1");
     AUDIOKV_REQUIRE(alpha_safeguard >= 0.0 && alpha_safeguard <= 1.0, where,
@@ -54,6 +56,8 @@ struct adakv_config {
 /// An observe() before any head applied starts a new round (fresh scores).
 class adakv_group : public std::enable_shared_from_this<adakv_group> {
  public:
+  /// Builds `config.num_heads` SnapKV heads sharing one budget; allocates all their state.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit adakv_group(const adakv_config& config)
       : config_((config.validate("adakv_group"), config)) {
     for (std::int32_t h = 0; h < config.num_heads; ++h) {
@@ -71,7 +75,9 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
     return std::make_shared<adakv_group>(config);
   }
 
+  /// The validated configuration.
   const adakv_config& config() const noexcept { return config_; }
+  /// Heads in the group.
   std::int32_t num_heads() const noexcept { return config_.num_heads; }
   /// The mean per-head budget B.
   std::int32_t budget_per_head() const noexcept { return config_.snap.base.budget; }
@@ -119,6 +125,7 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
     drop_uncommitted_round();
   }
 
+  /// True when the group holds more cells than num_heads() * budget_per_head().
   bool wants_eviction() const noexcept {
     return total_cells() > static_cast<std::int64_t>(num_heads()) * budget_per_head();
   }
@@ -195,6 +202,8 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
     for (const std::uint8_t done : pending_.applied) all = all && done;
     if (all) pending_.valid = false;
   }
+  /// Head `h` for mutation (append, observe).
+  /// @throws audiokv::error naming "head" when h is out of range.
   snapkv& mutable_head(std::int32_t h) {
     check_head("adakv_group::head", h);
     return *heads_[h];
@@ -290,6 +299,8 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
 /// @brief eviction_policy view of one head of an adakv_group (name "adakv").
 class adakv_head final : public eviction_policy {
  public:
+  /// The policy view of head `head` of `group` (shared ownership).
+  /// @throws audiokv::error naming "group" (null) or "head" (out of range).
   adakv_head(std::shared_ptr<adakv_group> group, std::int32_t head)
       : group_(std::move(group)), head_(head) {
     AUDIOKV_REQUIRE(group_ != nullptr, "adakv_head", "group", "nullptr", "must be a group");
@@ -303,7 +314,9 @@ class adakv_head final : public eviction_policy {
   const char* name() const noexcept override { return "adakv"; }
   /// The id of this head's cache, stamped on its plans.
   std::uint64_t id() const noexcept override { return head_ref().id(); }
+  /// The shared group.
   adakv_group& group() noexcept { return *group_; }
+  /// This head's index in the group.
   std::int32_t head_index() const noexcept { return head_; }
 
   void append(const frame_meta* frames, std::int32_t count) override {

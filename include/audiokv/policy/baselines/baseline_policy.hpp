@@ -32,6 +32,7 @@ struct baseline_config {
   /// Frame speaker ids must lie in [0, num_speakers) (validated, not used for scoring).
   std::int32_t num_speakers = 1;
 
+  /// The slots to allocate: capacity, or budget + 1 when capacity is 0.
   std::int32_t reserved_capacity() const { return capacity > 0 ? capacity : budget + 1; }
 
   /// Throws audiokv::error naming the first invalid field.
@@ -177,6 +178,8 @@ class baseline_policy : public eviction_policy {
   const std::uint8_t* flags() const noexcept { return store_.flags(); }
 
  protected:
+  /// Validates `config` and allocates the cell store; `policy_name` prefixes error locations.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   baseline_policy(const char* policy_name, const baseline_config& config)
       : where_append_(std::string(policy_name) + "::append"),
         where_observe_(std::string(policy_name) + "::observe"),
@@ -199,8 +202,11 @@ class baseline_policy : public eviction_policy {
   /// Compacts per-cell state by a validated plan, before the metadata. Must not throw.
   virtual void on_apply(const eviction_plan&) {}
 
+  /// The cached cells' metadata, for the derived policy's selection.
   const detail::cell_store& store() const noexcept { return store_; }
+  /// Error location of plan() ("<name>::plan").
   const char* where_plan() const noexcept { return where_plan_.c_str(); }
+  /// Changes the budget (adakv's per-head share); the caller keeps it valid.
   void set_budget(std::int32_t budget) noexcept { budget_ = budget; }
 
   /// Reduces `rows` rows of attention to one score per cell into `out` [num_cells()].

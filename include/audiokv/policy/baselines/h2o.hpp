@@ -14,12 +14,16 @@ namespace audiokv {
 
 /// @brief Configuration of h2o: budget = hh_size + recent_size.
 struct h2o_config {
+  /// Budget, capacity and speakers shared by every baseline.
   baseline_config base{};
   /// Recent cells always kept; the rest of the budget holds heavy hitters. -1 means
   /// budget / 2 (the paper's heavy_ratio = recent_ratio split; the class default is 4 + 512).
   std::int32_t recent_size = -1;
 
+  /// The recent window: recent_size, or budget / 2 when it is -1.
   std::int32_t resolved_recent() const { return recent_size < 0 ? base.budget / 2 : recent_size; }
+  /// Checks every field; `where` names the caller in the message.
+  /// @throws audiokv::error naming the first invalid field (e.g. "config.budget").
   void validate(const char* where) const {
     AUDIOKV_REQUIRE(recent_size >= -1 && recent_size <= base.budget, where, "config.recent_size",
                     recent_size, "must be -1 (budget / 2) or in [0, budget]");
@@ -35,6 +39,9 @@ struct h2o_config {
 /// observe_group reduces the group first (the official code is MHA-only).
 class h2o final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit h2o(const h2o_config& config)
       : baseline_policy("h2o", (config.validate("h2o"), config.base)),
         recent_size_(config.resolved_recent()),
@@ -43,7 +50,9 @@ class h2o final : public baseline_policy {
         order_(config.base.reserved_capacity()) {}
 
   const char* name() const noexcept override { return "h2o"; }
+  /// Recent cells always kept.
   std::int32_t recent_size() const noexcept { return recent_size_; }
+  /// Heavy-hitter cells kept: budget() - recent_size().
   std::int32_t hh_size() const noexcept { return budget() - recent_size_; }
   /// [num_cells()] accumulated attention of each cell.
   const double* accumulated() const noexcept { return hh_.data(); }

@@ -27,6 +27,9 @@ namespace audiokv {
 /// "key_norms[slot]", so nothing is scored silently. Attention is validated and ignored.
 class knorm final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit knorm(const baseline_config& config)
       : baseline_policy("knorm", config),
         score_(config.reserved_capacity()),

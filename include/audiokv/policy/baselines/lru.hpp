@@ -17,14 +17,18 @@ namespace audiokv {
 
 /// @brief Configuration of lru.
 struct lru_config {
+  /// Budget, capacity and speakers shared by every baseline.
   baseline_config base{};
   /// Hit threshold. With tau_per_cell (default) a cell is used at a step when its attention
   /// >= tau / num_cells, i.e. at least tau times the uniform share; the default tau = 1 counts
   /// every above-average weight as a use, which keeps the rule meaningful from 100 to 128k
   /// cells. With tau_per_cell = false the threshold is the absolute weight tau.
   float tau = 1.0f;
+  /// Whether tau is relative to the uniform share (tau / num_cells) or absolute.
   bool tau_per_cell = true;
 
+  /// Checks every field; `where` names the caller in the message.
+  /// @throws audiokv::error naming the first invalid field (e.g. "config.budget").
   void validate(const char* where) const {
     AUDIOKV_REQUIRE(std::isfinite(tau) && tau >= 0.0f, where, "config.tau", tau,
                     "must be finite and >= 0");
@@ -36,6 +40,9 @@ struct lru_config {
 /// with the oldest last_use go; ties evict the older position first.
 class lru final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit lru(const lru_config& config)
       : baseline_policy("lru", (config.validate("lru"), config.base)),
         tau_(config.tau),

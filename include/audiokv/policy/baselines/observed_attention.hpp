@@ -19,6 +19,9 @@ namespace audiokv {
 /// sinks. Cells never observed score +inf (kept).
 class observed_attention final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit observed_attention(const baseline_config& config)
       : baseline_policy("observed_attention", config),
         sum_(config.reserved_capacity()),

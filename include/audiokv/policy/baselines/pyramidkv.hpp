@@ -16,9 +16,13 @@ namespace audiokv {
 /// @brief Configuration of pyramidkv. snap.base.budget is the MEAN budget over layers (the
 /// kvpress N(1 - r)); this layer's budget is pyramid_layer_budget_mean(inf, mean, w, beta, L, l).
 struct pyramidkv_config {
+  /// The SnapKV scoring; snap.base.budget is the mean budget over layers.
   snapkv_config snap{};
+  /// This layer's index in [0, num_layers).
   std::int32_t layer = 0;
+  /// Layers in the pyramid.
   std::int32_t num_layers = 1;
+  /// Pyramid steepness (kvpress beta): the top layer keeps mean / beta.
   std::int32_t beta = 20;
 
   /// This layer's budget. A streaming cache has no fixed prompt length N, so the clamp
@@ -54,6 +58,9 @@ struct pyramidkv_config {
 /// @brief Streaming PyramidKV: snapkv with budget() = this layer's pyramid budget.
 class pyramidkv final : public snapkv {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit pyramidkv(const pyramidkv_config& config)
       : snapkv("pyramidkv", config.resolved("pyramidkv")), mean_budget_(config.snap.base.budget) {}
 

@@ -13,7 +13,9 @@ namespace audiokv {
 
 /// @brief Configuration of random_eviction.
 struct random_config {
+  /// Budget, capacity and speakers shared by every baseline.
   baseline_config base{};
+  /// Seed of the per-plan hash; equal seeds give equal plans.
   std::uint64_t seed = 0;
 };
 
@@ -22,6 +24,9 @@ struct random_config {
 /// apply count) and the positions, so plan() is const, repeatable and identical across runs.
 class random_eviction final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit random_eviction(const random_config& config)
       : baseline_policy("random", config.base),
         seed_(config.seed),

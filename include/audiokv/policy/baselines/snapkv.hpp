@@ -18,6 +18,7 @@ namespace audiokv {
 
 /// @brief Configuration of snapkv (defaults: kvpress SnapKVPress, w = 64, k = 5, kernel average).
 struct snapkv_config {
+  /// Budget, capacity and speakers shared by every baseline.
   baseline_config base{};
   /// Observation window: the last `window` observed rows score the cells, and the `window`
   /// newest cells are kept (the max + 1 pad of kvpress).
@@ -31,6 +32,8 @@ struct snapkv_config {
   /// order), so observe_group must pass exactly G rows; observe() is allowed when G == 1.
   std::int32_t group_size = 1;
 
+  /// Checks every field; `where` names the caller in the message.
+  /// @throws audiokv::error naming the first invalid field (e.g. "config.budget").
   void validate(const char* where) const {
     AUDIOKV_REQUIRE(window >= 1, where, "config.window", window, "must be >= 1");
     AUDIOKV_REQUIRE(kernel >= 1 && kernel % 2 == 1, where, "config.kernel", kernel,
@@ -51,9 +54,13 @@ struct snapkv_config {
 /// Memory: (window + 1) * group_size * capacity floats/doubles besides the metadata.
 class snapkv : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit snapkv(const snapkv_config& config) : snapkv("snapkv", config) {}
 
   const char* name() const noexcept override { return "snapkv"; }
+  /// The validated configuration.
   const snapkv_config& config() const noexcept { return config_; }
 
   /// Pooled window scores of the candidate cells [0, n - min(window, n)) into `out`
@@ -76,6 +83,8 @@ class snapkv : public baseline_policy {
   }
 
  protected:
+  /// For policies built on SnapKV (pyramidkv, adakv): `policy_name` prefixes error locations.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   snapkv(const char* policy_name, const snapkv_config& config)
       : baseline_policy(policy_name, (config.validate(policy_name), config.base)), config_(config) {
     const std::int64_t cap = config.base.reserved_capacity();

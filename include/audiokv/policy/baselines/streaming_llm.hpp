@@ -12,10 +12,13 @@ namespace audiokv {
 
 /// @brief Configuration of streaming_llm: keep the first n_sink cells and the most recent ones.
 struct streaming_llm_config {
+  /// Budget, capacity and speakers shared by every baseline.
   baseline_config base{};
   /// Attention sinks: cache slots [0, n_sink) are never evicted (kvpress and official: 4).
   std::int32_t n_sink = 4;
 
+  /// Checks every field; `where` names the caller in the message.
+  /// @throws audiokv::error naming the first invalid field (e.g. "config.budget").
   void validate(const char* where) const {
     AUDIOKV_REQUIRE(n_sink >= 0, where, "config.n_sink", n_sink, "must be >= 0");
     AUDIOKV_REQUIRE(n_sink <= base.budget, where, "config.n_sink", n_sink,
@@ -34,13 +37,19 @@ struct streaming_llm_config {
 /// ignored. kvpress StreamingLLMPress keeps the same set at prefill (scores/streaming_llm).
 class streaming_llm : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit streaming_llm(const streaming_llm_config& config)
       : streaming_llm("streaming_llm", config) {}
 
   const char* name() const noexcept override { return "streaming_llm"; }
+  /// Sink cells kept at the start of the stream.
   std::int32_t n_sink() const noexcept { return n_sink_; }
 
  protected:
+  /// For policies built on it (fifo): `policy_name` prefixes error locations.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   streaming_llm(const char* policy_name, const streaming_llm_config& config)
       : baseline_policy(policy_name, (config.validate(policy_name), config.base)),
         n_sink_(config.n_sink) {}
@@ -61,6 +70,9 @@ class streaming_llm : public baseline_policy {
 /// @brief FIFO: evict the oldest cells first (StreamingLLM with n_sink = 0).
 class fifo final : public streaming_llm {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit fifo(const baseline_config& config)
       : streaming_llm("fifo", streaming_llm_config{config, 0}) {}
   const char* name() const noexcept override { return "fifo"; }

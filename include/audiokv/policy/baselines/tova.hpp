@@ -14,6 +14,7 @@ namespace audiokv {
 
 /// @brief Configuration of tova.
 struct tova_config {
+  /// Budget, capacity and speakers shared by every baseline.
   baseline_config base{};
   /// kvpress TOVAPress variant: the newest cell is always kept (max + 1 pad). The official
   /// code (default) forces nothing, so a new token can be evicted at once.
@@ -27,6 +28,9 @@ struct tova_config {
 /// by that row. Cells appended after the last observe() score +inf (kept) until observed.
 class tova final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit tova(const tova_config& config)
       : baseline_policy("tova", config.base),
         force_last_(config.force_last),

@@ -16,6 +16,9 @@ namespace audiokv {
 /// validated and ignored.
 class uniform_stride final : public baseline_policy {
  public:
+  /// Validates `config` and allocates every per-cell array for its capacity; nothing allocates
+  /// afterwards. Not thread-safe: one thread at a time per object.
+  /// @throws audiokv::error naming the first invalid field of `config`.
   explicit uniform_stride(const baseline_config& config)
       : baseline_policy("uniform_stride", config) {}
 
