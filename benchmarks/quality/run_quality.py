@@ -16,6 +16,9 @@ Usage:
                                     [--ablations a,b,... --ablation-ratios 0.2]
                                     [--manifest FILE --set NAME] [--out DIR]
 
+A policy written NAME+merge runs NAME with merge on evict (asr_whisper --merge 1: each evicted
+K/V row folds into the kept cell nearest in time, which carries log(cells) as a logit bias).
+
 Writes, under --out (default benchmarks/results), with PREFIX quality (test split of the
 Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
   PREFIX.jsonl        one object per policy x retention x clip: policy, retention, clip, split,
@@ -45,7 +48,10 @@ RATIOS = [0.4, 0.2, 0.1]
 # The library's audiokv with one speech rule switched from its default (asr_whisper aliases).
 ABLATIONS = ["audiokv_sinks", "audiokv_no_coverage", "audiokv_no_frontier"]
 ABLATION_RATIOS = [0.2]
-REFERENCE = "true_model"  # full cache, all 1500 frames
+REFERENCE = "true_model"
+# A policy name with this suffix runs with merge on evict (evicted K/V rows fold into their
+# keepers, log(cells) logit bias): asr_whisper --merge 1.
+MERGE_SUFFIX = "+merge"  # full cache, all 1500 frames
 # Whisper tiny.en decoder: 4 layers x 6 heads x 64 dims, K and V, float32 as the example stores.
 KV_BYTES_PER_FRAME = 4 * 6 * 64 * 2 * 4
 
@@ -126,14 +132,27 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
             run_one(",".join(batch_policies), batch_ratios)
 
     def run_one(policy, policy_ratios):
+        # "NAME+merge": policy NAME with merge on evict (asr_whisper --merge 1), reported as is.
+        names = policy.split(",")
+        merged = [n for n in names if n.endswith(MERGE_SUFFIX)]
+        if merged and len(merged) != len(names):
+            for part in (",".join(n for n in names if n not in merged), ",".join(merged)):
+                run_one(part, policy_ratios)
+            return
         cmd = [args.binary, "--manifest", args.manifest, "--split", args.split,
-               "--json", "--frames", "all", "--protocol", args.protocol, "--policies", policy,
+               "--json", "--frames", "all", "--protocol", args.protocol,
+               "--policies", ",".join(n[:-len(MERGE_SUFFIX)] if merged else n for n in names),
                "--keep-ratios", ",".join(str(r) for r in policy_ratios)]
+        if merged:
+            cmd += ["--merge", "1"]
         if n_clips:
             cmd += ["--max-clips", str(n_clips)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         for line in proc.stdout:
             row = json.loads(line)
+            if merged and row["policy"] != "full":
+                row["policy"] += MERGE_SUFFIX
+                line = json.dumps(row) + "\n"
             with lock:
                 rows.append(row)
                 partial.write(line)

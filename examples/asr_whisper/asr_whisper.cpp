@@ -73,6 +73,7 @@ struct options {
   double past_density = -1;           ///< audiokv speech.frontier.past_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
+  int merge = 0;                      ///< --merge 1: merge on evict (implies --mass-bias 1)
   int mass_bias = 0;                  ///< --mass-bias 1: attention-mass logit bias
   streaming_options stream;           ///< --chunk-frames, --align-frames
   int window = 0;                     ///< snapkv/pyramidkv/adakv window; 0: the observed steps
@@ -124,6 +125,8 @@ void usage(std::ostream& os) {
         "                  of them) off; audiokv_sinks: with the attention-sink rule on "
         "(ablation)\n"
         "  --mass-bias 0|1  add log(cells a kept cell stands for) to its attention logit\n"
+        "  --merge 0|1      merge on evict: evicted K/V rows fold into the kept cell that stands\n"
+        "                   for them, weighted by cells (implies --mass-bias 1; dense cache only)\n"
         "                  (audiokv::attention_mass), for every policy; default 0\n"
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
         "  --silence-weight W, --lookback-ms MS, --past-density D  audiokv speech rules\n"
@@ -293,6 +296,7 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   ho.pass_alignment = o.pass_alignment;
   ho.streaming = o.streaming;
   ho.mass_bias = o.mass_bias == 1;
+  ho.merge = o.merge == 1;
   // adakv shares one budget across the heads of a layer: one group per (clip, layer).
   auto groups = std::make_shared<std::vector<std::shared_ptr<audiokv::adakv_group>>>();
   const int observe_steps = ho.observe_steps;
@@ -372,6 +376,8 @@ int run(int argc, char** argv) {
       o.past_density = std::stod(next());
     else if (a == "--no-alignment")
       o.pass_alignment = false;
+    else if (a == "--merge")
+      o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
       o.mass_bias = parse_int(next(), "--mass-bias") != 0 ? 1 : 0;
     else if (a == "--protocol") {
@@ -421,6 +427,11 @@ int run(int argc, char** argv) {
   if (!o.wav.empty() && !o.manifest.empty()) throw asr_error("give either --wav or --manifest");
   if (o.split != "dev" && o.split != "test" && o.split != "all") {
     throw asr_error("--split must be dev, test or all");
+  }
+  if (o.merge == 1 && o.store.enabled()) {
+    throw asr_error(
+        "--merge rewrites the dense rows; it cannot be combined with --share-rows or "
+        "--int8-buffer");
   }
 
   // Inputs are resolved before the (slow) model load so bad paths fail fast.

@@ -48,9 +48,14 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     bool streaming = false;
     /// Each kept cell's attention logit gets log(cells it stands for) (audiokv::attention_mass).
     bool mass_bias = false;
+    /// Merge on evict: evicted K/V rows fold into the kept cell that stands for them
+    /// (attention_mass::merge_evicted); implies mass_bias.
+    bool merge = false;
   };
 
-  audiokv_policy_hook(factory make, options opt) : make_(std::move(make)), opt_(opt) {}
+  audiokv_policy_hook(factory make, options opt) : make_(std::move(make)), opt_(opt) {
+    opt_.mass_bias = opt_.mass_bias || opt_.merge;
+  }
 
   std::string policy_name() const {
     return policies_.empty() || !policies_[0] ? std::string("?") : policies_[0]->name();
@@ -93,7 +98,6 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     if (plan_.empty()) return false;
     move_to = plan_.move_to;
     p.apply(plan_);
-    if (opt_.mass_bias) mass_[idx(v.layer, v.head)].apply(plan_, v.pos);
     return true;
   }
 
@@ -130,8 +134,20 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     // hears of it, for an int8 buffer arena.
     move_to = plan_.move_to;
     p.apply(plan_);
-    if (opt_.mass_bias) mass_[idx(s.cache.layer, s.cache.head)].apply(plan_, s.cache.pos);
     return true;
+  }
+
+  /// The plan of the on_step/on_reveal that just returned true: merge the rows, then move the
+  /// weights with the cells.
+  void on_move(int layer, int head, float* k, float* v, const int32_t* pos, int /*n_kv*/,
+               int head_dim) override {
+    if (!opt_.mass_bias) return;
+    audiokv::attention_mass& mass = mass_[idx(layer, head)];
+    if (opt_.merge) {
+      mass.merge_evicted(plan_, pos, k, head_dim, head_dim);
+      mass.merge_evicted(plan_, pos, v, head_dim, head_dim);
+    }
+    mass.apply(plan_, pos);
   }
 
   const float* logit_bias(int layer, int head) const override {

@@ -65,6 +65,11 @@ class kv_eviction_hook {
                          std::vector<int32_t>& /*move_to*/) {
     return false;
   }
+  /// After on_step or on_reveal returned true and before the cache compacts (layer, head): the
+  /// hook may rewrite the K/V rows in their current slots (merge on evict folds evicted rows into
+  /// the kept rows that stand for them). k, v: [n_kv, head_dim]; pos: [n_kv].
+  virtual void on_move(int /*layer*/, int /*head*/, float* /*k*/, float* /*v*/,
+                       const int32_t* /*pos*/, int /*n_kv*/, int /*head_dim*/) {}
   /// Streaming: frames at slots [view.n_kv - count, view.n_kv) were appended (positions from
   /// `first`).
   virtual void on_append(const head_view& /*view*/, int /*first*/, int /*count*/) {}

@@ -107,6 +107,12 @@ class whisper_decoder {
     mat_rm x(1, d), xn, qkv, q, attn(1, d), proj, ff;
     std::vector<float> scores;
     std::vector<int32_t> move_to, peaks;
+    // The hook's move map for (l, h): the hook may first rewrite the rows, then they compact.
+    auto move = [&](int l, int h) {
+      hook.on_move(l, h, cache.k_ptr(l, h), cache.v_ptr(l, h), cache.pos_ptr(l, h),
+                   cache.n_kv(l, h), cache.head_dim());
+      cache.apply_move(l, h, move_to, hook.tiers(l, h));
+    };
     Eigen::VectorXf logits;
     double kept_sum = 0.0, bytes_sum = 0.0, dense_bytes_sum = 0.0, error_sum = 0.0;
     long error_count = 0;
@@ -176,7 +182,7 @@ class whisper_decoder {
           sv.q = q.data() + h * hd;
           sv.probs = scores.data();
           move_to.clear();
-          if (hook.on_step(sv, move_to)) cache.apply_move(l, h, move_to, hook.tiers(l, h));
+          if (hook.on_step(sv, move_to)) move(l, h);
         }
         L.cross_out.forward(attn, proj);
         x += proj;
@@ -191,9 +197,7 @@ class whisper_decoder {
       for (int l = 0; l < n_layers; ++l) {
         for (int h = 0; h < H; ++h) {
           move_to.clear();
-          if (hook.on_reveal(cache.view(l, h), count, move_to)) {
-            cache.apply_move(l, h, move_to, hook.tiers(l, h));
-          }
+          if (hook.on_reveal(cache.view(l, h), count, move_to)) move(l, h);
         }
       }
       const int first = cache.visible();

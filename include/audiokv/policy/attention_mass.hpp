@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../core/compaction.hpp"
+#include "../core/merge.hpp"
 #include "../error.hpp"
 #include "../types/eviction_plan.hpp"
 
@@ -46,28 +47,44 @@ class attention_mass {
     size_ += count;
   }
 
+  /// Merge on evict (A-ToMe, arXiv 2306.16009): before the rows compact, folds every evicted
+  /// row into the row of the kept cell that will stand for it (the one apply() gives its
+  /// weight), as the weighted mean of the group's rows, core::merge_rows:
+  ///   row_t = sum_c w_c row_c / sum_c w_c  over t and the evicted cells c it stands for.
+  /// With log(weight) as its logit bias after apply(), a merged cell then carries its group's
+  /// attention mass with the group's mean key and value. Call it once for K and once for V, in
+  /// the slot order of the plan (before the compaction), then compact, then apply(). Rows of
+  /// kept cells that stand for nobody are not written. Allocates nothing.
+  /// @param pos [plan.n_kv_before] positions of the cells before the plan, ascending.
+  /// @param rows [plan.n_kv_before] rows of `dim` floats, `stride` floats apart.
+  void merge_evicted(const eviction_plan& plan, const std::int32_t* pos, float* rows,
+                     std::int32_t dim, std::int64_t stride) const {
+    constexpr const char* where = "attention_mass::merge_evicted";
+    AUDIOKV_REQUIRE(plan.n_kv_before == size_, where, "plan.n_kv_before", plan.n_kv_before,
+                    "must equal the cells held");
+    AUDIOKV_REQUIRE(dim >= 1, where, "dim", dim, "must be >= 1");
+    AUDIOKV_REQUIRE(stride >= dim, where, "stride", stride, "must be >= dim");
+    // Keepers never decrease with the slot, so each keeper's cells form one run of slots.
+    std::int32_t keeper = -1, first = 0, last = 0;
+    for_each_evicted(plan, pos, [&](std::int32_t i, std::int32_t to) {
+      if (to != keeper) {
+        if (keeper >= 0) core::merge_rows(rows, stride, dim, weight_.data(), first, last, keeper);
+        keeper = to;
+        first = i < to ? i : to;
+      }
+      last = i > to ? i : to;
+    });
+    if (keeper >= 0) core::merge_rows(rows, stride, dim, weight_.data(), first, last, keeper);
+  }
+
   /// Applies a plan made for the current cells: each evicted cell's weight goes to the kept
   /// cell nearest to it in position (ties: the older), then the kept cells compact.
   /// @param pos [plan.n_kv_before] positions of the cells before the plan, ascending.
   void apply(const eviction_plan& plan, const std::int32_t* pos) {
     AUDIOKV_REQUIRE(plan.n_kv_before == size_, "attention_mass::apply", "plan.n_kv_before",
                     plan.n_kv_before, "must equal the cells held");
-    std::int32_t previous_kept = -1;  // slot of the latest kept cell before i
-    std::int32_t next_kept = 0;       // first kept slot at or after i
-    for (std::int32_t i = 0; i < size_; ++i) {
-      if (plan.move_to[i] != core::evicted_slot) {
-        previous_kept = i;
-        continue;
-      }
-      if (next_kept <= i) {
-        next_kept = i + 1;
-        while (next_kept < size_ && plan.move_to[next_kept] == core::evicted_slot) ++next_kept;
-      }
-      const bool has_next = next_kept < size_;
-      std::int32_t to = previous_kept;
-      if (to < 0 || (has_next && pos[next_kept] - pos[i] < pos[i] - pos[to])) to = next_kept;
-      if (to >= 0 && to < size_) weight_[to] += weight_[i];
-    }
+    for_each_evicted(plan, pos,
+                     [&](std::int32_t i, std::int32_t to) { weight_[to] += weight_[i]; });
     for (std::int32_t i = 0; i < size_; ++i) {
       const std::int32_t to = plan.move_to[i];
       if (to != core::evicted_slot) weight_[to] = weight_[i];
@@ -83,6 +100,28 @@ class attention_mass {
   const float* logit_bias() const noexcept { return bias_.data(); }
 
  private:
+  /// Calls f(i, t) for each evicted slot i, in slot order, with t the slot of the kept cell
+  /// nearest to it in position (ties: the older); nothing when the plan keeps no cell.
+  template <class F>
+  void for_each_evicted(const eviction_plan& plan, const std::int32_t* pos, F&& f) const {
+    std::int32_t previous_kept = -1;  // slot of the latest kept cell before i
+    std::int32_t next_kept = 0;       // first kept slot at or after i
+    for (std::int32_t i = 0; i < size_; ++i) {
+      if (plan.move_to[i] != core::evicted_slot) {
+        previous_kept = i;
+        continue;
+      }
+      if (next_kept <= i) {
+        next_kept = i + 1;
+        while (next_kept < size_ && plan.move_to[next_kept] == core::evicted_slot) ++next_kept;
+      }
+      const bool has_next = next_kept < size_;
+      std::int32_t to = previous_kept;
+      if (to < 0 || (has_next && pos[next_kept] - pos[i] < pos[i] - pos[to])) to = next_kept;
+      if (to >= 0 && to < size_) f(i, to);
+    }
+  }
+
   std::vector<double> weight_;
   std::vector<float> bias_;
   std::int32_t size_ = 0;
