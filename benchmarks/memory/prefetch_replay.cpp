@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// prefetch_replay: F13 on real speech. Replays each clip of a split (examples/asr_whisper
+// prefetch_replay: prefetch on real speech. Replays each clip of a split (examples/asr_whisper
 // manifest) as a stream of Whisper encoder frames (50 frames/s, 20 ms) through one tiered_cache
 // and measures the K/V reservation with rate-based prefetch against a static reservation.
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Memory features on real speech (SPEC F11 shared rows, F12 int8 buffer pool): Whisper tiny.en
+"""Memory features on real speech (shared rows, int8 buffer pool): Whisper tiny.en
 through examples/asr_whisper with AudioKV (the dev-tuned settings) and each feature switched on,
 against the same policy without it and against the full cache.
 

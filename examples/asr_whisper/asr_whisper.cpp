@@ -62,7 +62,7 @@ struct options {
   int observe_steps = 0;  ///< 0: the prompt length plus 4 decode steps
   bool follow_trigger = false;
   int rank_block = -1;                ///< audiokv local_rank_stage block; -1: library default
-  double voice_weight = -1;           ///< audiokv F14 weight; -1: library default
+  double voice_weight = -1;           ///< audiokv voice weight; -1: library default
   double evaluation_share = -1;       ///< audiokv evaluation threshold; -1: library default
   int sinks_first = -1;               ///< audiokv speech.sinks.first; -1: library default
   int sinks_observed = -1;            ///< audiokv speech.sinks.observed
@@ -81,7 +81,7 @@ struct options {
   std::string pool = "max";           ///< avg or max
   std::vector<std::string> policies;  ///< --policies: several runs per encoded clip
   std::vector<double> ratios;         ///< --keep-ratios
-  kv_store_options store;             ///< --share-rows / --int8-buffer (F11, F12)
+  kv_store_options store;             ///< --share-rows / --int8-buffer
 };
 
 /// Comma-separated list.
@@ -143,9 +143,9 @@ void usage(std::ostream& os) {
         "  --observe-steps N  decode steps observed on the full cache before the one-shot\n"
         "                  compression (default: prompt length + 4)\n"
         "  --follow-trigger   afterwards also evict whenever the policy's trigger fires\n"
-        "  --share-rows TOL   F11: a frame whose K and V match the newest row's first frame\n"
+        "  --share-rows TOL   a frame whose K and V match the newest row's first frame\n"
         "                  within relative max-abs TOL shares that row (0: exact repeats only)\n"
-        "  --int8-buffer   F12: buffer-pool rows are stored as int8 with a per-row scale\n"
+        "  --int8-buffer   buffer-pool rows are stored as int8 with a per-row scale\n"
         "                  (memory features apply to every policy but 'full'; the run is named\n"
         "                  e.g. audiokv+share0.05+int8)\n"
         "Without --wav/--manifest, a built-in clip of six Asterisk prompts is transcribed.\n";

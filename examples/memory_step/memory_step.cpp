@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The memory features in one engine loop: one KV head whose K/V rows live in a
-// cpu::head_kv_store with shared rows for repeated silence frames (F11) and int8 rows for the
-// buffer pool (F12), under an AudioKV cache with rate-based prefetch (F13) that starts small and
+// cpu::head_kv_store with shared rows for repeated silence frames and int8 rows for the
+// buffer pool, under an AudioKV cache with rate-based prefetch that starts small and
 // grows ahead of the stream. Speech frames get fresh K/V; each pause repeats one silence row.
 #include <audiokv/audiokv.hpp>
 #include <audiokv/cpu/head_kv_store.hpp>

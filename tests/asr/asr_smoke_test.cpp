@@ -281,7 +281,7 @@ int main() {
               "audiokv policy at retention 0.5 keeps half the cells");
       }
     }
-    // F11/F12 store: exact sharing alone reads the same rows (Whisper frames never repeat
+    // Shared-row / int8 store: exact sharing alone reads the same rows (Whisper frames never repeat
     // bit for bit), so the full-cache transcript is unchanged; the int8 buffer arena under
     // AudioKV holds fewer bytes than dense rows with a small attention error.
     kv_store_options exact;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// F30: spectral low-pass smoothing stage and audio-critical head budget allocation.
+// Spectral low-pass smoothing stage and audio-critical head budget allocation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -152,7 +152,7 @@ TEST(SpectralStage, RemovesHighFrequencyKeepsTrend) {
   EXPECT_THROW(spectral_lowpass_stage(1.5f), audiokv::error);
 }
 
-/// Median of five with the ends replicated, by sorting each window (F3).
+/// Median of five with the ends replicated, by sorting each window.
 std::vector<double> naive_median5(const std::vector<double>& x) {
   const auto n = static_cast<std::int64_t>(x.size());
   std::vector<double> y(x.size());
@@ -167,7 +167,7 @@ std::vector<double> naive_median5(const std::vector<double>& x) {
 
 // The stage inside a cache with headroom (capacity > budget) and bursts of frames: every plan
 // must bring the cache back under the trigger level (hence the budget), and the scores of every
-// plan must be the pipeline's output, low-pass then median, times the F14 voice weight.
+// plan must be the pipeline's output, low-pass then median, times the voice weight.
 TEST(SpectralStage, PlugsIntoTieredCache) {
   audiokv_config c;
   c.budget = 100;

@@ -4,13 +4,15 @@
 /// Decisions table, for tests that drive a tiered_cache. It keeps its own record of every cell
 /// (position, flags, pool) from the frames the test appends and the plans it applies, and it
 /// never asks the cache which cells are protected. The rules, per plan:
-///   F18  the newest ceil(min_retention_ms / frame_ms) positions are never evicted;
-///   F20  sinks are never evicted; emergency cells (frames flagged segment_start, critical or
-///        sink) are evicted only while the pool holds more than floor(split.emergency * B)
-///        cells, at most that excess, oldest first among the non-sink, non-recent ones;
-///   F15  a buffer cell within +-boundary_radius positions of a phoneme boundary at most
-///        ceil(boundary_horizon_ms / frame_ms) positions older than the newest frame is evicted
-///        only as a released protection (counted in plan.protections_released).
+///   recent window: the newest ceil(min_retention_ms / frame_ms) positions are never evicted;
+///   emergency pool: sinks are never evicted; emergency cells (frames flagged segment_start,
+///        critical or sink) are evicted only while the pool holds more than
+///        floor(split.emergency * B) cells, at most that excess, oldest first among the
+///        non-sink, non-recent ones;
+///   boundary protection: a buffer cell within +-boundary_radius positions of a phoneme
+///        boundary at most ceil(boundary_horizon_ms / frame_ms) positions older than the newest
+///        frame is evicted only as a released protection (counted in
+///        plan.protections_released).
 /// Sized once in the constructor: append, check and apply never allocate.
 #pragma once
 
@@ -26,12 +28,12 @@ namespace audiokv::test {
 
 /// What one plan (or a sum of plans) did against the rules, and how often each rule applied.
 struct protection_report {
-  std::int64_t recent_evicted = 0;       // F18 violations
-  std::int64_t sink_evicted = 0;         // F20 violations
-  std::int64_t emergency_excess = 0;     // F20: emergency cells evicted beyond the overflow
-  std::int64_t emergency_order = 0;      // F20: evicted while an older evictable one stays
-  std::int64_t boundary_evicted = 0;     // F15: boundary-protected buffer cells evicted
-  std::int64_t boundary_unreleased = 0;  // F15 violations: beyond plan.protections_released
+  std::int64_t recent_evicted = 0;       // recent-window violations
+  std::int64_t sink_evicted = 0;         // sink violations
+  std::int64_t emergency_excess = 0;     // emergency cells evicted beyond the overflow
+  std::int64_t emergency_order = 0;      // evicted while an older evictable one stays
+  std::int64_t boundary_evicted = 0;     // boundary-protected buffer cells evicted
+  std::int64_t boundary_unreleased = 0;  // boundary violations: beyond plan.protections_released
   std::int64_t emergency_evicted = 0;    // overflow evictions (allowed)
   // Cells each rule covered when the plans were made: a rule that never applied tests nothing.
   std::int64_t recent_seen = 0;

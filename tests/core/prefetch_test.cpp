@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// F13 formulas of core/prefetch.hpp on hand-computed values, their monotonicity and their
+// The prefetch formulas of core/prefetch.hpp on hand-computed values, their monotonicity and their
 // int32 bounds.
 #include <gtest/gtest.h>
 

@@ -80,7 +80,7 @@ TEST(Reference, PagedAddressingGivesTheSameAttention) {
 }
 
 // median_rows against sorted windows (edges replicated); trend_rows against Holt's method
-// worked out by hand (README, Decisions, F4): level s = w m + (1 - w)(s_prev + d_prev), slope
+// worked out by hand (README, Decisions): level s = w m + (1 - w)(s_prev + d_prev), slope
 // d = g (s - s_prev) + (1 - g) d_prev, s_0 = m_0, d_0 = 0, output max(s, 0) while the state
 // keeps the unclamped level. Cells past num_cells in each row are left alone.
 TEST(Reference, SequenceStagesMatchHandComputedValues) {
@@ -129,7 +129,7 @@ TEST(Reference, SequenceStagesMatchHandComputedValues) {
   EXPECT_FLOAT_EQ(tr[1], 1.5f);
   EXPECT_FLOAT_EQ(tr[2], 2.375f);
 
-  // F2 importance: a new cell enters at its predecessor's value, then I = a a + (1 - a) I.
+  // Importance: a new cell enters at its predecessor's value, then I = a a + (1 - a) I.
   std::vector<float> imp = {0.5f, 0.25f, 9.f, 9.f, 1.f, 0.f, 9.f, 9.f};
   const std::vector<float> att = {1.f, 0.f, 0.f, 0.f, 0.f, 1.f, 0.f, 0.f};
   ref::importance_enter(imp.data(), 2, 4, 2, 2, true);
@@ -194,8 +194,8 @@ TEST(Reference, QuantizeRoundTripWithinHalfAScale) {
     }
 }
 
-// F11: attention over rows standing for m cells each, with logit bias ln m, equals attention
-// over the cells themselves; each cell receives its row's probability / m.
+// Shared rows: attention over rows standing for m cells each, with logit bias ln m, equals
+// attention over the cells themselves; each cell receives its row's probability / m.
 TEST(Reference, SharedRowBiasEqualsAttentionOverRepeatedCells) {
   const int hq = 4, hkv = 2, d = 32, rows = 50;
   const auto q = random_vec(static_cast<std::size_t>(hq) * d, 11);

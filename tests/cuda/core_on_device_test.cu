@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The core/ functions the kernels are built from, executed in kernels and compared with the same
 // functions on the host, whose values the CPU tests prove against references: median of 5,
-// importance EMA (F2), Holt trend steps (F4), entropy, eviction ratio and count (F7), tie rule,
-// ordered score bits and 64-bit selection keys (F8), compaction targets (F9), int8 scale,
-// quantise and dequantise (F12), GQA reduction (F27), online softmax (F10) and the shared-row
-// bias (F11). Integer and bit-exact results must be equal; float arithmetic that nvcc may contract
+// importance EMA, Holt trend steps, entropy, eviction ratio and count, tie rule,
+// ordered score bits and 64-bit selection keys, compaction targets, int8 scale,
+// quantise and dequantise, GQA reduction, online softmax and the shared-row
+// bias. Integer and bit-exact results must be equal; float arithmetic that nvcc may contract
 // into FMA or that calls the device's logf/expf agrees within tests/cuda/tolerance.hpp.
 // Every test skips without a CUDA device.
 #include <cuda_runtime.h>

@@ -511,7 +511,7 @@ class session {
     if (!cache_.wants_eviction()) {
       CHECK(plan_.empty() && plan_.n_kv_after == cache_.num_cells());
     } else {
-      // F7: always frees enough to get back under the trigger.
+      // Eviction ratio: always frees enough to get back under the trigger.
       CHECK(plan_.n_kv_after < cache_.trigger_cells(), plan_.n_kv_after, cache_.trigger_cells());
     }
     check_protection(plan_);
@@ -658,7 +658,7 @@ class session {
       // Accepted: the tampering must have been harmless for the current cells, e.g. a bumped
       // generation after an append of zero frames (same cells) or a promote of a kept base
       // cell. The move map must be a valid one for these cells, and no emergency cell may have
-      // been moved out of its pool (it would lose its F20 protection).
+      // been moved out of its pool (it would lose its emergency pool protection).
       CHECK(bad.n_kv_before == static_cast<std::int32_t>(before.pos.size()), bad.n_kv_before);
       std::int32_t kept = 0;
       for (std::int32_t i = 0; i < bad.n_kv_before; ++i) {

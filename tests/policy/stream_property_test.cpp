@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Properties over long speech-like streams (F21 and the hard rules), several configurations.
+// Properties over long speech-like streams (budget adherence and the hard rules), several
+// configurations.
 #include <gtest/gtest.h>
 
 #include <audiokv/audiokv.hpp>
@@ -28,7 +29,7 @@ struct stream_case {
   std::int64_t frames;
 };
 
-constexpr std::int64_t kSinks = 2;  // the first frames are attention sinks (F20)
+constexpr std::int64_t kSinks = 2;  // the first frames are attention sinks
 
 stream_result run_stream(const stream_case& sc, unsigned seed) {
   tiered_cache<> cache(sc.config);

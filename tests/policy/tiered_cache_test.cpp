@@ -17,8 +17,8 @@ audiokv_config small_config(std::int32_t budget = 100) {
   c.budget = budget;
   c.min_retention_ms = 50.0f;  // 5 frames of 10 ms
   c.boundary_radius = 2;
-  // These tests check the score path (F2-F20) alone; speech_rules_test.cpp covers the speech
-  // rules, which re-rank that path's scores by tier.
+  // These tests check the score path (importance through the emergency pool) alone;
+  // speech_rules_test.cpp covers the speech rules, which re-rank that path's scores by tier.
   c.speech.sinks.enabled = c.speech.coverage.enabled = c.speech.frontier.enabled = false;
   return c;
 }

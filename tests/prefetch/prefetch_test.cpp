@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// F13 prefetch through tiered_cache: a bursty stream (speech runs and pauses; the frames of a
+// Prefetch through tiered_cache: a bursty stream (speech runs and pauses; the frames of a
 // pause arrive in one burst at the next decode step, 0..40 frames per step) driven as an engine
 // drives it: per step append, observe, and plan + apply when wants_eviction(); after the step,
 // prefetch(). A counting global operator new shows that the steps never allocate and that

@@ -3,11 +3,13 @@
 // with silence runs, phoneme boundaries, segment starts and noise bursts through one tiered_cache
 // with budget 2000, as an engine drives it: append, observe, and plan + compact + apply whenever
 // the trigger fires. It checks, after warm-up:
-//   - F21: mean occupancy within +-3% of the trigger level (the stream property test's rule),
+//   - Budget adherence: mean occupancy within +-3% of the trigger level (the stream property test's
+//   rule),
 //     and the cache never above the trigger level or the budget;
 //   - no protected cell is ever evicted, judged by tests/common/protection_oracle.hpp, a
-//     reference of the F15/F18/F20 rules kept apart from the cache (emergency cells only on
-//     their pool's overflow, oldest first; the first frames are sinks and never go);
+//     reference of the boundary, recent-window and emergency-pool rules kept apart from the cache
+//     (emergency cells only on their pool's overflow, oldest first; the first frames are sinks and
+//     never go);
 //   - compaction of a K buffer whose rows encode positions equals positions() after each apply;
 //   - memory is flat: zero heap allocations in the steady-state loop (counted by a replacement
 //     global operator new) and no resident-set growth (/proc/self/statm).
@@ -63,7 +65,7 @@ std::int64_t resident_bytes() {
 /// weight x recency x jitter, normalised), but allocation-free: each cell's content weight
 /// lives in a per-slot array that the test compacts with the plan, as the engine compacts K,
 /// instead of a vector indexed by position that grows for the whole hour.
-constexpr std::int32_t kSinks = 4;  // positions 0..3 are attention sinks (F20)
+constexpr std::int32_t kSinks = 4;  // positions 0..3 are attention sinks
 
 class soak_stream {
  public:
@@ -237,7 +239,7 @@ TEST(Soak, OneHourOfFramesBudget2000) {
   RecordProperty("mean_occupancy_percent_of_trigger", static_cast<int>(1000.0 * mean / trigger));
   RecordProperty("seconds", static_cast<int>(seconds));
 
-  EXPECT_NEAR(mean / trigger, 1.0, 0.03) << "F21: mean occupancy " << mean;
+  EXPECT_NEAR(mean / trigger, 1.0, 0.03) << "mean occupancy " << mean;
   EXPECT_LE(peak, trigger);
   EXPECT_LE(peak, config.budget);
   EXPECT_EQ(oracle_mismatches, 0);

@@ -14,13 +14,13 @@
 
 namespace asr {
 
-/// @brief Memory features of the cross-attention cache (SPEC F11, F12); all off keeps the
+/// @brief Memory features of the cross-attention cache (shared rows, int8 rows); all off keeps the
 /// dense float cache alone.
 struct kv_store_options {
-  bool share_rows = false;       ///< F11: runs of matching frames share one row
-  float share_tolerance = 0.0f;  ///< F11: relative max-abs tolerance of a match
-  bool int8_buffer = false;      ///< F12: buffer-pool rows as int8 with a per-row scale
-  int full_rows = 0;             ///< F12: full-precision rows per head (0: every cell)
+  bool share_rows = false;       ///< Shared rows: runs of matching frames share one row
+  float share_tolerance = 0.0f;  ///< Shared rows: relative max-abs tolerance of a match
+  bool int8_buffer = false;  ///< Int8 buffer rows: buffer-pool rows as int8 with a per-row scale
+  int full_rows = 0;         ///< Int8 buffer rows: full-precision rows per head (0: every cell)
   bool enabled() const { return share_rows || int8_buffer; }
 };
 

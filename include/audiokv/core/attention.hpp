@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F10: the per-cell steps of one-pass (online-softmax) decode attention, shared by the CPU
-/// reference (cpu/reference.hpp) and the CUDA kernel (cuda/kernels/attention_kernel.cuh).
+/// Decode attention: the per-cell steps of one-pass (online-softmax) decode attention, shared by
+/// the CPU reference (cpu/reference.hpp) and the CUDA kernel (cuda/kernels/attention_kernel.cuh).
 ///   logit x_j = (q . k_j) * scale + b_j, scale = 1 / sqrt(head_dim), b_j an optional bias
 ///   state (m, s) over cells seen so far; acc = sum_j exp(x_j - m) v_j
 /// Adding cell j rescales the old sum and accumulator by exp(m - m') and weights v_j by
@@ -22,8 +22,8 @@ AUDIOKV_HOST_DEVICE float attention_scale(std::int32_t head_dim) {
   return 1.0f / sqrt_of(static_cast<float>(head_dim));
 }
 
-/// Logit of one cell: (q . k) * scale plus an additive bias (F11: ln m for a row standing for
-/// m cells, see core/shared_rows.hpp; 0 otherwise).
+/// Logit of one cell: (q . k) * scale plus an additive bias (shared rows: ln m for a row standing
+/// for m cells, see core/shared_rows.hpp; 0 otherwise).
 AUDIOKV_HOST_DEVICE float cell_logit(float dot, float scale, float bias) {
   return dot * scale + bias;
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F9: stable compaction targets. Cell i keeps time order: its new slot is the number of kept
-/// cells before it, an exclusive prefix sum of the keep mask. New slot <= old slot, so a forward
-/// in-place pass never overwrites a row it still has to read.
+/// Compaction: stable compaction targets. Cell i keeps time order: its new slot is the number of
+/// kept cells before it, an exclusive prefix sum of the keep mask. New slot <= old slot, so a
+/// forward in-place pass never overwrites a row it still has to read.
 #pragma once
 
 #include <cstdint>

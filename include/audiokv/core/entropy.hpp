@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F7: the entropy-driven eviction ratio r = base_rate + lambda * (1 - H / H_max), clamped to
-/// [0, 1], where H is the Shannon entropy of p_j = s_j / sum(s) over the n candidates and
-/// H_max = ln(n). Peaky scores (low H) evict more; flat, information-dense scores evict less.
+/// Eviction ratio: the entropy-driven eviction ratio r = base_rate + lambda * (1 - H / H_max),
+/// clamped to [0, 1], where H is the Shannon entropy of p_j = s_j / sum(s) over the n candidates
+/// and H_max = ln(n). Peaky scores (low H) evict more; flat, information-dense scores evict less.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F27: reduce the attention of the G query heads of one GQA group to one score per cell, so
+/// GQA: reduce the attention of the G query heads of one GQA group to one score per cell, so
 /// K/V are never repeated per query head.
 #pragma once
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F2, the temporal stage: importance as an exponential moving average of attention.
+/// The temporal stage: importance as an exponential moving average of attention.
 #pragma once
 
 #include "../config.hpp"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F3: sliding median over a time-ordered sequence with edge padding (the first and last values
-/// are replicated), so the output has the input's length.
+/// Median smoothing: sliding median over a time-ordered sequence with edge padding (the first and
+/// last values are replicated), so the output has the input's length.
 #pragma once
 
 #include <cstdint>

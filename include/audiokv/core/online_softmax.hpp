@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F10: the running (max, sum) pair of a one-pass softmax. After all logits x_j are added,
-/// p_j = exp(x_j - max) / sum. Two partial states over disjoint cells merge exactly, which lets a
-/// kernel split the cells across threads and still return exact probabilities.
+/// Decode attention: the running (max, sum) pair of a one-pass softmax. After all logits x_j are
+/// added, p_j = exp(x_j - max) / sum. Two partial states over disjoint cells merge exactly, which
+/// lets a kernel split the cells across threads and still return exact probabilities.
 #pragma once
 
 #include "../config.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F26: paged KV (FlashInfer / vLLM CSR page tables) and the page-table form of compaction (F9).
+/// Paged KV (FlashInfer / vLLM CSR page tables) and the page-table form of compaction.
 ///
 /// A batch of sequences shares one page pool. Sequence b owns the pages
 /// indices[indptr[b] .. indptr[b+1]) in time order; all are full except the last, which holds

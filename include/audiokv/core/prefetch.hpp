@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F13 prefetch: forecasts, from the rhythm of arriving frames, how many cells a cache will need
+/// Prefetch: forecasts, from the rhythm of arriving frames, how many cells a cache will need
 /// over the next decode steps, so that capacity can be reserved before the steps run.
 ///
 /// Per decode step the engine appends x >= 0 frames. Speech arrives in runs separated by

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F12: symmetric int8 row quantisation with one float scale per row.
+/// int8 rows: symmetric int8 row quantisation with one float scale per row.
 ///   scale = max_i |x_i| / 127 (1 when the row is all zeros; see int8_scale for tiny rows),
 ///   q_i = round(x_i / scale) in [-127, 127], x'_i = q_i * scale, so |x_i - x'_i| <= scale / 2.
 #pragma once

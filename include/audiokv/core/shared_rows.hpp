@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F11: one physical K/V row standing for m logical cells (a run of repeated frames).
+/// Shared rows: one physical K/V row standing for m logical cells (a run of repeated frames).
 ///   match:        max_i |x_i - r_i| <= tolerance * max_i |r_i|   (r: the run's first row)
 ///   attention:    logit_row = q . k_row * scale + ln m, so the row's softmax weight is
 ///                 m * exp(q . k_row * scale): exactly the weight of m identical cells;

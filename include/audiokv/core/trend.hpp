@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F4: Holt's linear trend smoother over a time-ordered sequence m (the median's output).
+/// Trend smoothing: Holt's linear trend smoother over a time-ordered sequence m (the median's
+/// output).
 ///   level  s[j] = w * m[j] + (1 - w) * (s[j-1] + d[j-1])
 ///   trend  d[j] = g * (s[j] - s[j-1]) + (1 - g) * d[j-1]
 ///   s[0] = m[0], d[0] = 0.

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F9 on the CPU: applies an eviction plan's move map to K or V in place. Kept rows are copied
-/// byte for byte. Two modes: stable (an eviction_plan: kept rows keep their time order, every
-/// row after the first hole shifts) and hole-filling (a hole_fill_plan from slot_map: the rows
-/// beyond the new end fill the holes, moves <= evicted cells; core/hole_filling.hpp).
+/// Compaction on the CPU: applies an eviction plan's move map to K or V in place. Kept rows are
+/// copied byte for byte. Two modes: stable (an eviction_plan: kept rows keep their time order,
+/// every row after the first hole shifts) and hole-filling (a hole_fill_plan from slot_map: the
+/// rows beyond the new end fill the holes, moves <= evicted cells; core/hole_filling.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F10 on the CPU (target audiokv::eigen): one decode step of attention that also returns the
-/// per-cell probabilities, and a scoring-only variant. GQA without repeating K/V: query head h
-/// reads KV head h / group_size.
+/// Decode attention on the CPU (target audiokv::eigen): one decode step of attention that also
+/// returns the per-cell probabilities, and a scoring-only variant. GQA without repeating K/V: query
+/// head h reads KV head h / group_size.
 #pragma once
 
 #include <Eigen/Core>

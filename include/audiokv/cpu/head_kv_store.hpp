@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F11/F12 on the CPU: the K/V rows of one (layer, KV head) behind a shared_row_table, with
-/// shared rows for runs of repeated frames and an int8 arena for buffer-pool rows, and the
-/// decode-step attention over it. The reference store for engines that keep K/V on the host
-/// and the oracle for device stores; it uses the same core/ functions as the CUDA kernels
+/// Shared rows and int8 rows on the CPU: the K/V rows of one (layer, KV head) behind a
+/// shared_row_table, with shared rows for runs of repeated frames and an int8 arena for buffer-pool
+/// rows, and the decode-step attention over it. The reference store for engines that keep K/V on
+/// the host and the oracle for device stores; it uses the same core/ functions as the CUDA kernels
 /// (core::quantize_int8, core::multiplicity_bias, core::shared_cell_probability).
 #pragma once
 
@@ -25,12 +25,13 @@ struct head_kv_store_config {
   std::int32_t cell_capacity = 0;  ///< logical cells (the policy's capacity)
   /// Elements per K (and V) row.
   std::int32_t head_dim = 0;
-  /// F11: a new frame shares the newest row when its K and V both match that row's first
+  /// Shared rows: a new frame shares the newest row when its K and V both match that row's first
   /// frame within share_tolerance (core::rows_match).
   bool share_rows = false;
-  /// F11: relative max-abs tolerance; 0 shares bitwise-equal rows only.
+  /// Shared rows: relative max-abs tolerance; 0 shares bitwise-equal rows only.
   float share_tolerance = 0.0f;
-  /// F12: rows whose cells are all in the buffer pool are stored as int8 with a per-row scale.
+  /// Int8 buffer rows: rows whose cells are all in the buffer pool are stored as int8 with a
+  /// per-row scale.
   bool int8_buffer = false;
   /// With int8_buffer: the most full-precision rows the policy can need, i.e. its base and
   /// emergency pools' cells (the saving comes from this bound); the float arena holds
@@ -78,7 +79,7 @@ class head_kv_store {
     run_v_.resize(config_.head_dim);
   }
 
-  /// F13: grows the store to `cell_capacity` cells and, with the int8 arena, raises the bound
+  /// Prefetch: grows the store to `cell_capacity` cells and, with the int8 arena, raises the bound
   /// on full-precision rows to `full_rows` (0 keeps it), preserving every row byte for byte.
   /// Allocates: call it where tiered_cache::prefetch() reserved, outside the decode step.
   /// Smaller requests leave a capacity as it is.
@@ -127,7 +128,7 @@ class head_kv_store {
 
   /// @brief Appends one cell with K row `k` and V row `v` ([head_dim] each).
   /// @param tier  the pool the policy puts the cell in (buffer, or emergency for flagged frames)
-  /// @return true when the cell shares the newest row (F11).
+  /// @return true when the cell shares the newest row.
   bool append(const float* k, const float* v, pool_tier tier = pool_tier::buffer) {
     constexpr const char* where = "head_kv_store::append";
     validate_row(where, "k", k);
@@ -178,7 +179,7 @@ class head_kv_store {
   }
 
   /// @brief Applies a cell plan the policy applied: drops evicted cells, frees rows no kept cell
-  /// references, and moves rows between arenas by the cells' new pools (F12).
+  /// references, and moves rows between arenas by the cells' new pools.
   /// @param tiers_after [plan.n_kv_after] the policy's tiers after its apply(), or null to keep
   ///                    every row's precision.
   void apply(const eviction_plan& plan, const pool_tier* tiers_after) {
@@ -252,7 +253,7 @@ class head_kv_store {
     }
   }
 
-  /// F11: the newest cell's row can stand for this frame too.
+  /// Shared rows: the newest cell's row can stand for this frame too.
   bool shares_newest_row(const float* k, const float* v, row_precision p) const {
     if (!run_open_ || num_cells() == 0) return false;
     const row_ref newest = table_.cell_rows()[num_cells() - 1];

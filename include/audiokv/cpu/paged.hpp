@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F26 / F9 on the CPU: the paged compaction rule of core/paged.hpp as plain loops — the oracle
-/// of cuda::paged_compact — into caller-owned, reserved memory (no allocation), and compaction
-/// inside each sequence's own pages (hole-filling, no spare pages).
+/// Paged compaction on the CPU: the paged compaction rule of core/paged.hpp as plain loops — the
+/// oracle of cuda::paged_compact — into caller-owned, reserved memory (no allocation), and
+/// compaction inside each sequence's own pages (hole-filling, no spare pages).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F12 on the CPU: int8 row quantisation with one float scale per row, the oracle of
+/// int8 rows on the CPU: int8 row quantisation with one float scale per row, the oracle of
 /// cuda::quantize_rows / cuda::dequantize_rows. Plain loops over core/quantize.hpp; never
 /// allocates.
 #pragma once

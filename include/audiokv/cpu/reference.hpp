@@ -28,8 +28,8 @@ namespace audiokv::cpu::reference {
 /// @param out     [num_q_heads, head_dim] or null
 /// @param probs   [num_q_heads, probs_stride] probabilities of the first num_cells cells
 /// @param scores  [num_kv_heads, probs_stride] group-reduced probabilities, or null
-/// @param logit_bias [num_kv_heads, probs_stride] added to each cell's logit (F11: ln m of a
-///                row standing for m cells), or null
+/// @param logit_bias [num_kv_heads, probs_stride] added to each cell's logit (shared rows:
+///                ln m of a row standing for m cells), or null
 inline void decode_attention(const float* q, const float* k, const float* v,
                              const core::kv_addressing& addr, std::int32_t num_q_heads,
                              std::int32_t num_kv_heads, std::int32_t head_dim,
@@ -83,7 +83,7 @@ inline void importance_update(float* importance, const float* attention, std::in
     }
 }
 
-/// @brief F2 entry prior: cells [first, first + count) start at importance[first - 1] (the
+/// @brief Entry prior: cells [first, first + count) start at importance[first - 1] (the
 /// neighbour prior, tiered_cache::append) or 0.
 inline void importance_enter(float* importance, std::int32_t rows, std::int32_t stride,
                              std::int32_t first, std::int32_t count, bool neighbour_prior) {

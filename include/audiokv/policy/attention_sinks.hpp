@@ -21,7 +21,7 @@ struct attention_sinks_config {
   /// Off: no cell is kept as a sink by this rule (frames flagged frame_flag_sink still are).
   /// Off by default: on Whisper tiny.en (dev split) sinks kept at full density while the audio
   /// around them is thinned draw attention from the audio (see attention_mass.hpp) and cost
-  /// more than they save; the recent window (F18) already keeps the newest cells.
+  /// more than they save; the recent window already keeps the newest cells.
   bool enabled = false;
   /// The oldest cells kept as sinks.
   std::int32_t first = 4;

@@ -15,7 +15,7 @@
 
 namespace audiokv {
 
-/// How a frame's F19 prior enters its final score.
+/// How a frame's prior enters its final score.
 enum class prior_mode : std::uint8_t {
   add = 0,      // final += prior
   multiply = 1  // final *= 1 + prior
@@ -28,48 +28,49 @@ struct audiokv_config {
   /// Physical slots (>= budget); 0 means budget. Headroom for bulk appends between evictions.
   /// With prefetch.enabled it is only the initial reservation and may be below the budget.
   std::int32_t capacity = 0;
-  /// F1 pool fractions.
+  /// Pool fractions of the budget.
   pool_split split{};
-  /// F6: eviction is planned once num_cells >= ceil(trigger * budget).
+  /// Eviction trigger: eviction is planned once num_cells >= ceil(trigger * budget).
   float trigger = 0.9f;
-  /// F2: I = alpha * A + (1 - alpha) * I_prev.
+  /// Importance EMA: I = alpha * A + (1 - alpha) * I_prev.
   float alpha = 0.3f;
-  /// F2: a new frame starts from its predecessor's importance (else from 0).
+  /// Importance EMA: a new frame starts from its predecessor's importance (else from 0).
   bool neighbour_prior = true;
   /// A cell counts as evaluated once one step gives it attention >= evaluation_share / n (the
   /// uniform share times this factor). Cells not yet evaluated enter smoothing at the mean
   /// importance instead of their noise. 0 (default) treats every cell as evaluated.
   float evaluation_share = 0.0f;
-  /// F7: r = base_rate + lambda * (1 - H / H_max). base_rate = 0.05: with 1 frame per step each
-  /// eviction then frees about r * 0.27 B cells (2-7% of B), which amortises planning over
-  /// dozens of steps yet keeps mean occupancy within 3% of the trigger level (F21).
+  /// Eviction ratio: r = base_rate + lambda * (1 - H / H_max). base_rate = 0.05: with 1 frame per
+  /// step each eviction then frees about r * 0.27 B cells (2-7% of B), which amortises planning
+  /// over dozens of steps yet keeps mean occupancy within 3% of the trigger level.
   float base_rate = 0.05f;
   float lambda = 0.2f;
-  /// F14: final = s * (1 + voice_weight * voice).
+  /// VAD weight: final = s * (1 + voice_weight * voice).
   float voice_weight = 0.5f;
-  /// F15: cells within +-boundary_radius positions of a phoneme boundary are protected.
+  /// Boundary protection: cells within +-boundary_radius positions of a phoneme boundary are
+  /// protected.
   std::int32_t boundary_radius = 10;
-  /// F15: how long a boundary protects its neighbourhood. Boundaries arrive several times a
-  /// second; protecting them forever would let them pin the whole cache in a long stream.
+  /// Boundary protection: how long a boundary protects its neighbourhood. Boundaries arrive several
+  /// times a second; protecting them forever would let them pin the whole cache in a long stream.
   float boundary_horizon_ms = 1000.0f;
-  /// F18: the newest ceil(min_retention_ms / frame_ms) positions are never evicted.
+  /// Recent window: the newest ceil(min_retention_ms / frame_ms) positions are never evicted.
   float min_retention_ms = 200.0f;
   /// Duration of one cached frame (10 ms in the specification, 20 ms for Whisper, 40 ms for
   /// Qwen2-Audio tokens).
   float frame_ms = 10.0f;
-  /// F5/F16: number of speakers; frame speaker ids must lie in [0, num_speakers).
+  /// Number of speakers; frame speaker ids must lie in [0, num_speakers).
   std::int32_t num_speakers = 1;
-  /// F16: weight of this step's speaker mean in the running baseline.
+  /// Speaker baselines: weight of this step's speaker mean in the running baseline.
   float baseline_rate = 0.1f;
-  /// F17: reset baselines when std(last drift_window raw scores) > drift_factor * global_std,
-  /// global_std being the running mean (rate baseline_rate) of that same recent std, so the
-  /// test flags bursts rather than the steady recency bias of attention.
+  /// Drift reset: reset baselines when std(last drift_window raw scores) > drift_factor *
+  /// global_std, global_std being the running mean (rate baseline_rate) of that same recent std, so
+  /// the test flags bursts rather than the steady recency bias of attention.
   std::int32_t drift_window = 10;
   float drift_factor = 2.0f;
-  /// F19.
+  /// Per-frame prior: added to the score, or multiplied in as 1 + prior.
   prior_mode prior = prior_mode::add;
-  /// F13: rate-based reservation ahead of need (off by default; tiered_cache::prefetch()). Last,
-  /// so aggregate initialisation of the fields above is unchanged.
+  /// Prefetch: rate-based reservation ahead of need (off by default; tiered_cache::prefetch()).
+  /// Last, so aggregate initialisation of the fields above is unchanged.
   prefetch_config prefetch{};
   /// Speech rules of the selection (policy/speech_rules.hpp): attention sinks, the temporal
   /// coverage floor and the alignment frontier, each with its own switch.

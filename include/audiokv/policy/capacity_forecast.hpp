@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F13: the per-cache state of rate-based prefetch: frame-rate and burst estimates, and the
+/// Prefetch: the per-cache state of rate-based prefetch: frame-rate and burst estimates, and the
 /// capacity they forecast (formulas in core/prefetch.hpp).
 #pragma once
 

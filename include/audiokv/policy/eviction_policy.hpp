@@ -96,8 +96,8 @@ class eviction_policy {
   /// [num_cells()] logical positions of the cached cells, ascending.
   virtual const std::int32_t* positions() const noexcept = 0;
 
-  /// [num_cells()] pool of each cell (F1), or null for a policy with a single pool. A K/V
-  /// store with an int8 buffer arena (F12) keeps a cell's row in full precision only outside
+  /// [num_cells()] pool of each cell, or null for a policy with a single pool. A K/V
+  /// store with an int8 buffer arena keeps a cell's row in full precision only outside
   /// the buffer pool.
   virtual const pool_tier* tiers() const noexcept { return nullptr; }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F3 as a stage: sliding median of width W with edge padding (W = 5 is ~50 ms of 10 ms frames).
+/// Median smoothing as a stage: sliding median of width W with edge padding (W = 5 is about
+/// 50 ms of 10 ms frames).
 #pragma once
 
 #include <cstdint>

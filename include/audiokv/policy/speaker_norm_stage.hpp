@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F5 / F16 as a stage: each score is divided by its own speaker's running baseline (mean
-/// importance), so a speaker who draws more attention overall cannot crowd out a quieter one.
-/// A scale normalisation (not a z-score) keeps scores non-negative for the VAD weight (F14) and
-/// the entropy (F7).
+/// Speaker normalisation as a stage: each score is divided by its own speaker's running baseline
+/// (mean importance), so a speaker who draws more attention overall cannot crowd out a quieter one.
+/// A scale normalisation (not a z-score) keeps scores non-negative for the VAD weight and
+/// the entropy.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F30: spectral score smoothing (the published AudioKV's SSS idea) as a smoothing stage: an
+/// Spectral score smoothing (the published AudioKV's SSS idea) as a smoothing stage: an
 /// FFT low-pass of the time-ordered score sequence. Plugs into smoothing_pipeline and
 /// tiered_cache like median_stage.
 #pragma once

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F4 as a stage: Holt's level/slope smoother (formula in core/trend.hpp), output clamped at 0 so
-/// later weights and the entropy see non-negative mass.
+/// Trend smoothing as a stage: Holt's level/slope smoother (formula in core/trend.hpp), output
+/// clamped at 0 so later weights and the entropy see non-negative mass.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F29: many sequences of different lengths observed, planned and applied in one call each,
+/// Batching: many sequences of different lengths observed, planned and applied in one call each,
 /// every sequence with its own state; no sequence's plan depends on another's. Sequences are
 /// slots, like a serving engine's request slots: a finished sequence is removed and its slot
 /// (index and reserved plan) is reused by the next one added.

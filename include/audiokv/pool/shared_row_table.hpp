@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F11/F12: the slot table between logical cells (what a policy ranks, in time order) and the
-/// physical K/V rows behind them, kept in two arenas: full precision and int8.
+/// Shared rows and int8 rows: the slot table between logical cells (what a policy ranks, in time
+/// order) and the physical K/V rows behind them, kept in two arenas: full precision and int8.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +17,18 @@ namespace audiokv {
 
 /// @brief Logical cell -> physical row map with per-row multiplicity.
 ///
-/// A row may stand for several cells (F11: a run of repeated frames); its multiplicity is the
-/// number of cells that reference it. With an int8 arena (F12), a row is int8 while every cell
-/// behind it is in the buffer pool and full precision as soon as one is in the base or
-/// emergency pool. Invariants: every cell references a live row; every live row has
-/// multiplicity >= 1 and equals the number of cells referencing it; rows are dense in
-/// [0, num_rows(p)) of each arena. Metadata only: the K/V bytes live wherever the engine keeps
-/// them (cpu::head_kv_store is the reference store). Never allocates after construction.
+/// A row may stand for several cells (shared rows: a run of repeated frames); its multiplicity is
+/// the number of cells that reference it. With an int8 arena, a row is int8 while every cell behind
+/// it is in the buffer pool and full precision as soon as one is in the base or emergency pool.
+/// Invariants: every cell references a live row; every live row has multiplicity >= 1 and equals
+/// the number of cells referencing it; rows are dense in [0, num_rows(p)) of each arena. Metadata
+/// only: the K/V bytes live wherever the engine keeps them (cpu::head_kv_store is the reference
+/// store). Never allocates after construction.
 class shared_row_table {
  public:
   /// @param cell_capacity  logical cells (the policy's capacity)
   /// @param full_rows      rows of the full-precision arena
-  /// @param int8_rows      rows of the int8 arena; 0 disables F12 (every row stays full)
+  /// @param int8_rows      rows of the int8 arena; 0 disables int8 rows (every row stays full)
   shared_row_table(std::int32_t cell_capacity, std::int32_t full_rows, std::int32_t int8_rows)
       : cell_capacity_(cell_capacity), full_capacity_(full_rows), int8_capacity_(int8_rows) {
     constexpr const char* where = "shared_row_table";
@@ -46,7 +46,7 @@ class shared_row_table {
     wants_full_[1].resize(int8_rows);
   }
 
-  /// F13: grows the table to at least the given capacities, preserving every cell and row
+  /// Prefetch: grows the table to at least the given capacities, preserving every cell and row
   /// (smaller requests leave a capacity as it is). Allocates: call it between decode steps.
   /// An int8 arena cannot be added to a table made without one.
   /// @throws audiokv::error on a negative capacity or int8_rows > 0 without an int8 arena.
@@ -108,7 +108,7 @@ class shared_row_table {
     return ref;
   }
 
-  /// Appends a cell that shares the newest cell's row (F11); returns that row.
+  /// Appends a cell that shares the newest cell's row; returns that row.
   row_ref append_shared() {
     constexpr const char* where = "shared_row_table::append_shared";
     AUDIOKV_REQUIRE(num_cells_ > 0, where, "num_cells()", num_cells_,

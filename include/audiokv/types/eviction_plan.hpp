@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F9: an eviction computed as data, applied later by the engine and by the cache itself.
+/// Compaction: an eviction computed as data, applied later by the engine and by the cache itself.
 #pragma once
 
 #include <cstdint>
@@ -82,7 +82,7 @@ struct eviction_plan {
   std::int32_t n_kv_before = 0;
   /// Cells kept: the new num_cells(); kept cells occupy slots [0, n_kv_after).
   std::int32_t n_kv_after = 0;
-  /// Eviction ratio r that was used (F7); 0 for plans with an explicit target.
+  /// Eviction ratio r that was used; 0 for plans with an explicit target.
   float ratio = 0.0f;
   /// Normalised entropy H / H_max of the candidates' scores.
   float normalized_entropy = 1.0f;

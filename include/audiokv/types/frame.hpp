@@ -10,13 +10,15 @@ namespace audiokv {
 /// Bit flags a host sets on a frame.
 enum frame_flag : std::uint8_t {
   frame_flag_none = 0,
-  /// F15: a phoneme transition; cells within +-boundary_radius positions are protected.
+  /// Boundary protection: a phoneme transition; cells within +-boundary_radius positions are
+  /// protected.
   frame_flag_phoneme_boundary = 1u << 0,
-  /// F20: a segment start (utterance start, speaker change); lives in the emergency pool.
+  /// Emergency pool: a segment start (utterance start, speaker change); lives in the emergency
+  /// pool.
   frame_flag_segment_start = 1u << 1,
-  /// F20: any other token the host wants kept; lives in the emergency pool.
+  /// Emergency pool: any other token the host wants kept; lives in the emergency pool.
   frame_flag_critical = 1u << 2,
-  /// F20: an attention sink; lives in the emergency pool and is never evicted.
+  /// Emergency pool: an attention sink; lives in the emergency pool and is never evicted.
   frame_flag_sink = 1u << 3,
 };
 
@@ -28,13 +30,13 @@ inline constexpr std::uint8_t emergency_flags =
 struct frame_meta {
   /// Logical position; strictly increasing across appends. Never renumbered (RoPE is in K).
   std::int32_t pos = 0;
-  /// Speaker id in [0, num_speakers) (F5, F16).
+  /// Speaker id in [0, num_speakers).
   std::int32_t speaker = 0;
-  /// Voice activity in [0, 1]: 1 voiced, 0 silence (F14).
+  /// Voice activity in [0, 1]: 1 voiced, 0 silence.
   float voice = 1.0f;
   /// Bitwise OR of frame_flag values.
   std::uint8_t flags = frame_flag_none;
-  /// F19 prior; neutral at 0 (added, or multiplied in as 1 + prior, by the policy's prior mode).
+  /// Prior; neutral at 0 (added, or multiplied in as 1 + prior, by the policy's prior mode).
   float prior = 0.0f;
 };
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F1: the split of a budget B into the base, buffer and emergency pools.
+/// Tiered pools: the split of a budget B into the base, buffer and emergency pools.
 #pragma once
 
 #include <cmath>

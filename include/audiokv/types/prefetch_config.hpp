@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F13: the switch and the parameters of rate-based prefetch (core/prefetch.hpp has the
+/// Prefetch: the switch and the parameters of rate-based prefetch (core/prefetch.hpp has the
 /// formulas they enter).
 #pragma once
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F11/F12: how one eviction plan over logical cells changes the physical rows behind them.
+/// Shared rows and int8 rows: how one eviction plan over logical cells changes the physical rows
+/// behind them.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@ namespace audiokv {
 /// Storage precision of a physical row.
 enum class row_precision : std::uint8_t {
   full = 0,  ///< the engine's K/V precision (float in the CPU store)
-  int8 = 1   ///< F12: int8 with one float scale per row
+  int8 = 1   ///< int8 with one float scale per row
 };
 
 /// A physical row: its arena and its index there.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F10 decode attention with per-cell probabilities, split-K (flash-decoding) style:
+/// Decode attention with per-cell probabilities, split-K (flash-decoding) style:
 ///  1. attention_partial_kernel: block (split, kv head, q-head chunk) reads its cells' K (and V)
 ///     once for up to 8 query heads of the GQA group (no repeat_kv), writes the logits into
 ///     probs and an online-softmax partial (state, accumulator) per query head;

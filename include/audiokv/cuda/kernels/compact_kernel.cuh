@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F9 on the device: keep mask -> move_to through a device-wide exclusive prefix sum
+/// Compaction on the device: keep mask -> move_to through a device-wide exclusive prefix sum
 /// (core::compaction_target), and the byte-exact out-of-place row gather. Also the row mover of
 /// the paged rule, and the hole-filling mode (core/hole_filling.hpp): keep mask -> move list,
 /// and the in-place row copies of that list.

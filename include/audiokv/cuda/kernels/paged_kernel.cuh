@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F26 / F9: the paged compaction rule of core/paged.hpp on the device, four launches:
+/// Paged compaction: the paged compaction rule of core/paged.hpp on the device, four launches:
 ///  analyse (block per sequence): prefix of the keep mask -> src_of, slot alignment, copy ranks,
 ///          fully evicted pages;
 ///  batch   (one block): new indptr, freed indptr, spare offsets, the all-or-nothing status;

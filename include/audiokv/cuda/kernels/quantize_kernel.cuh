@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F12 on the device: warp per row, max |x| by warp shuffle, then core::int8_scale,
+/// int8 rows on the device: warp per row, max |x| by warp shuffle, then core::int8_scale,
 /// core::quantize_int8 / core::dequantize_int8 per element.
 #pragma once
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F8 on the device: keys of core/selection_key.hpp, sorted by the launcher with CUB's
+/// Selection on the device: keys of core/selection_key.hpp, sorted by the launcher with CUB's
 /// DeviceRadixSort, then the first k[h] candidates of every row are marked.
 #pragma once
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F2-F4 on the device: importance EMA (temporal stage), the entry prior, the GQA group
-/// reduction of external attention, median W (core::median_at) and the Holt trend
+/// Importance, median and trend on the device: importance EMA (temporal stage), the entry prior,
+/// the GQA group reduction of external attention, median W (core::median_at) and the Holt trend
 /// (core::trend_step). Rows are KV heads, `stride` elements apart.
 #pragma once
 

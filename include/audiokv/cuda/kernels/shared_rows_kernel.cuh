@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F11 on the device: the logit bias of shared rows (core::multiplicity_bias) and each cell's
-/// probability from its row's (core::shared_cell_probability). Rows are KV heads, `*_stride`
+/// Shared rows on the device: the logit bias of shared rows (core::multiplicity_bias) and each
+/// cell's probability from its row's (core::shared_cell_probability). Rows are KV heads, `*_stride`
 /// elements apart; every row has its own slot table.
 #pragma once
 

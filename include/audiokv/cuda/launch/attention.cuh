@@ -54,8 +54,8 @@ inline std::size_t decode_attention_workspace_bytes(const attention_shape& shape
 ///                    are left untouched)
 /// @param scores      [num_kv_heads, shape.num_cells] group-reduced probabilities, or nullptr
 /// @param live_cells  [1] device count of live cells (<= shape.num_cells), or nullptr
-/// @param logit_bias  [num_kv_heads, shape.num_cells] fp32 added to each logit (F11: ln m of a
-///                    shared row, core::multiplicity_bias), or nullptr
+/// @param logit_bias  [num_kv_heads, shape.num_cells] fp32 added to each logit (shared rows:
+///                    ln m of a shared row, core::multiplicity_bias), or nullptr
 /// Launches 3 kernels on `stream`; never allocates or synchronises; graph-capturable.
 inline cudaError_t decode_attention(const attention_shape& shape, dtype kv_type, const float* q,
                                     const void* k, const void* v, const core::kv_addressing& addr,

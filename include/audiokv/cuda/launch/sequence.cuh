@@ -39,7 +39,7 @@ inline cudaError_t importance_enter(float* importance, std::int32_t rows, std::i
   return cudaGetLastError();
 }
 
-/// @brief scores[h, j] = reduce over the group's query heads of attention (F27), for
+/// @brief scores[h, j] = reduce over the group's query heads of attention (GQA), for
 /// probabilities produced by the engine's own attention kernel.
 /// @param attention [num_kv_heads * group, stride]  @param scores [num_kv_heads, stride]
 inline cudaError_t reduce_group(const float* attention, float* scores, std::int32_t num_kv_heads,

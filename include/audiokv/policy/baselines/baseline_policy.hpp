@@ -79,7 +79,7 @@ class baseline_policy : public eviction_policy {
     ++steps_;
   }
 
-  /// F27: the attention of G query heads, [group_size, num_cells] row-major. Policies that
+  /// GQA: the attention of G query heads, [group_size, num_cells] row-major. Policies that
   /// reduce first (H2O, LRU, TOVA, ...) combine rows per cell by `mode`; SnapKV keeps the rows
   /// apart (it pools before the group mean, as kvpress does). TOVA passes all query heads of
   /// the layer here. Never allocates.

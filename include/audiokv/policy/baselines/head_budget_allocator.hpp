@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// F30: split one layer's cell budget across its KV heads, favouring audio-critical heads (the
+/// Split one layer's cell budget across its KV heads, favouring audio-critical heads (the
 /// published AudioKV's head-level budgeting, with an offline head profile).
 #pragma once
 
