@@ -121,13 +121,14 @@ class importance_tracker {
       const float* row = attention + first;
       if (group_size > 1) {
         // acc = a_0 (op) a_1 (op) ... then / G for the mean: core::reduce_group's order.
-        for (std::int32_t k = 0; k < len; ++k) reduced[k] = row[k];
         for (std::int32_t g = 1; g < group_size; ++g) {
+          // The first pass reads row 0 itself instead of copying it into `reduced` first.
+          const float* acc = g == 1 ? row : reduced;
           const float* next = row + static_cast<std::int64_t>(g) * n;
           if (mode == gqa_reduce::max) {
-            for (std::int32_t k = 0; k < len; ++k) reduced[k] = core::max_of(reduced[k], next[k]);
+            for (std::int32_t k = 0; k < len; ++k) reduced[k] = core::max_of(acc[k], next[k]);
           } else {
-            for (std::int32_t k = 0; k < len; ++k) reduced[k] = reduced[k] + next[k];
+            for (std::int32_t k = 0; k < len; ++k) reduced[k] = acc[k] + next[k];
           }
         }
         if (mode == gqa_reduce::mean) {
