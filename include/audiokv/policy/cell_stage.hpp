@@ -25,9 +25,9 @@ namespace audiokv {
 /// order, n cells) and the index of the cell it computes. Reads outside [0, n) through at()
 /// replicate the nearest end (edge padding).
 struct cell_neighbourhood {
-  const float* in = nullptr;  // [n] previous stage's scores
-  std::int32_t n = 0;         // cells in the row
-  std::int32_t j = 0;         // the cell this call computes, 0 <= j < n
+  const float* in = nullptr;  ///< [n] previous stage's scores
+  std::int32_t n = 0;         ///< cells in the row
+  std::int32_t j = 0;         ///< the cell this call computes, 0 <= j < n
 
   /// The score of cell j itself.
   AUDIOKV_HOST_DEVICE float centre() const { return in[j]; }
@@ -56,6 +56,7 @@ template <class S>
 struct is_cell_stage
     : std::bool_constant<has_cell_operator<S>::value && std::is_trivially_copyable<S>::value> {};
 
+/// is_cell_stage<S>::value.
 template <class S>
 inline constexpr bool is_cell_stage_v = is_cell_stage<S>::value;
 

@@ -21,7 +21,7 @@ namespace audiokv {
 /// @brief out[j] = (1 + #{i in block(j) : (in[i], i) before (in[j], j)}) / block; block = 0 is
 /// the identity. Ties rank by position (older lower), as selection does.
 struct local_rank_stage {
-  std::int32_t block = 0;  // cells per block; 0 disables the stage
+  std::int32_t block = 0;  ///< cells per block; 0 disables the stage
 
   /// A cell stage: the rank of cell j inside its block [j - j % block, + block) clipped to n.
   AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell, const stage_context&) const {
@@ -36,6 +36,7 @@ struct local_rank_stage {
     return static_cast<float>(below + 1) * scale;
   }
 
+  /// The row form of operator(), out[j] for every cell j < n (in != out).
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     if (block <= 0) {
       for (std::int32_t j = 0; j < n; ++j) out[j] = in[j];

@@ -23,13 +23,14 @@ namespace audiokv {
 template <int W = 5>
 struct median_stage {
   static_assert(W % 2 == 1, "audiokv::median_stage: W must be odd so the window is centred.");
-  static constexpr int width = W;
+  static constexpr int width = W;  ///< the window width
 
   /// The median of the cell's window.
   AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell, const stage_context&) const {
     return core::median_at<W>(cell.in, cell.n, cell.j);
   }
 
+  /// The row form (host, SSE for W = 5): out[j] for every cell j < n (in != out).
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     constexpr std::int32_t half = W / 2;
     const std::int32_t edge = n < half ? n : half;

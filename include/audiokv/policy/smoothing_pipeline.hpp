@@ -66,11 +66,12 @@ class smoothing_pipeline {
                 "stage_context&) const` (see policy/stage_traits.hpp).");
 
  public:
-  static constexpr std::size_t num_stages = sizeof...(Stages);
+  static constexpr std::size_t num_stages = sizeof...(Stages);  ///< number of stages
   /// True when every stage is a cell stage: the pipeline can run in a CUDA kernel.
   static constexpr bool runs_on_device = (is_cell_stage_v<Stages> && ...);
 
   smoothing_pipeline() = default;
+  /// A pipeline of the given stage objects (their parameters), in order.
   template <std::size_t N = sizeof...(Stages), std::enable_if_t<(N > 0), int> = 0>
   explicit smoothing_pipeline(Stages... stages) : stages_(std::in_place, std::move(stages)...) {}
 
@@ -79,6 +80,7 @@ class smoothing_pipeline {
   AUDIOKV_HOST_DEVICE auto& stage() {
     return detail::stage_at<I>(stages_);
   }
+  /// The I-th stage, read-only.
   template <std::size_t I>
   AUDIOKV_HOST_DEVICE const auto& stage() const {
     return detail::stage_at<I>(stages_);

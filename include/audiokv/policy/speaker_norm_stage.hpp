@@ -17,7 +17,7 @@ namespace audiokv {
 
 /// @brief out[j] = in[j] / max(baseline[speaker[j]], floor).
 struct speaker_norm_stage {
-  float floor = 1e-9f;  // a silent speaker's baseline; avoids division by zero
+  float floor = 1e-9f;  ///< a silent speaker's baseline; avoids division by zero
 
   /// A cell stage: the cell's score over its speaker's baseline (identity without baselines).
   AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell,
@@ -26,6 +26,7 @@ struct speaker_norm_stage {
     return cell.centre() / core::max_of(ctx.speaker_baseline[ctx.speaker[cell.j]], floor);
   }
 
+  /// The row form of operator(), out[j] for every cell j < n (in != out).
   void apply(const float* in, float* out, std::int32_t n, const stage_context& ctx) const {
     if (ctx.speaker == nullptr || ctx.speaker_baseline == nullptr) {
       for (std::int32_t j = 0; j < n; ++j) out[j] = in[j];

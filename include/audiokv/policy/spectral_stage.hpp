@@ -81,27 +81,33 @@ enum class spectral_padding : std::uint8_t {
 struct spectral_lowpass_stage {
   /// Fraction of the frequency band kept, in (0, 1].
   float cutoff = 0.25f;
-  spectral_padding padding = spectral_padding::reflect;
+  spectral_padding padding = spectral_padding::reflect;  ///< how the row is extended
 
   spectral_lowpass_stage() = default;
+  /// @throws audiokv::error naming "cutoff" unless 0 < cutoff_fraction <= 1.
   explicit spectral_lowpass_stage(float cutoff_fraction,
                                   spectral_padding pad = spectral_padding::reflect)
       : cutoff(cutoff_fraction), padding(pad) {
     validate();
   }
+  /// Copies the parameters, not the FFT buffer (a copy is independent).
   spectral_lowpass_stage(const spectral_lowpass_stage& other)
       : cutoff(other.cutoff), padding(other.padding) {}
+  /// Copies the parameters, not the FFT buffer.
   spectral_lowpass_stage& operator=(const spectral_lowpass_stage& other) {
     cutoff = other.cutoff;
     padding = other.padding;
     return *this;
   }
 
+  /// @throws audiokv::error naming "cutoff" unless it is finite and in (0, 1].
   void validate() const {
     AUDIOKV_REQUIRE(std::isfinite(cutoff) && cutoff > 0.0f && cutoff <= 1.0f,
                     "spectral_lowpass_stage", "cutoff", cutoff, "must be in (0, 1]");
   }
 
+  /// out[0, n) = the low-passed row (in != out). Allocates only while its buffer grows.
+  /// @throws audiokv::error naming "cutoff" when it was set out of range.
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     validate();
     if (n <= 0) return;

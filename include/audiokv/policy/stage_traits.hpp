@@ -36,6 +36,7 @@ struct is_smoothing_stage
     : std::bool_constant<(has_row_apply<S>::value || is_cell_stage<S>::value) &&
                          std::is_copy_constructible<S>::value> {};
 
+/// is_smoothing_stage<S>::value.
 template <class S>
 inline constexpr bool is_smoothing_stage_v = is_smoothing_stage<S>::value;
 

@@ -18,9 +18,10 @@ namespace audiokv {
 /// cell can be computed from a bounded neighbourhood. (A parallel scan of the linear
 /// recurrence exists, but it reassociates the float operations and would change the scores.)
 struct trend_stage {
-  float level_weight = 0.6f;  // w: weight of the current median value
-  float slope_gain = 0.3f;    // g: how fast the slope estimate follows the level
+  float level_weight = 0.6f;  ///< w: weight of the current median value
+  float slope_gain = 0.3f;    ///< g: how fast the slope estimate follows the level
 
+  /// out[j] = max(s[j], 0) for every cell j < n (core::trend_row; in != out).
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     core::trend_row(in, out, n, level_weight, slope_gain);
   }

@@ -34,15 +34,15 @@ namespace audiokv {
 
 /// @brief Counters of what the cache has done, for monitoring and tests.
 struct audiokv_stats {
-  std::int64_t steps = 0;      // observe() calls
-  std::int64_t evictions = 0;  // applied plans that evicted at least one cell
-  std::int64_t cells_evicted = 0;
-  std::int64_t promotions = 0;            // buffer -> base
-  std::int64_t demotions = 0;             // base -> buffer (replaced by a better candidate)
-  std::int64_t emergency_evictions = 0;   // emergency-pool overflow, oldest first
-  std::int64_t protections_released = 0;  // boundary protections released to meet a target
-  std::int64_t drift_resets = 0;          // speaker baselines reset on drift
-  std::int64_t reservations = 0;          // reserve() calls that grew the capacity
+  std::int64_t steps = 0;                 ///< observe() and observe_group() calls
+  std::int64_t evictions = 0;             ///< applied plans that evicted at least one cell
+  std::int64_t cells_evicted = 0;         ///< cells evicted by applied plans
+  std::int64_t promotions = 0;            ///< buffer -> base
+  std::int64_t demotions = 0;             ///< base -> buffer (replaced by a better candidate)
+  std::int64_t emergency_evictions = 0;   ///< emergency-pool overflow, oldest first
+  std::int64_t protections_released = 0;  ///< boundary protections released to meet a target
+  std::int64_t drift_resets = 0;          ///< speaker baselines reset on drift
+  std::int64_t reservations = 0;          ///< reserve() calls that grew the capacity
 };
 
 /// @brief One AudioKV-managed (sequence, layer, KV head) cache.
@@ -63,8 +63,11 @@ struct audiokv_stats {
 template <class Pipeline = default_pipeline>
 class tiered_cache final : public eviction_policy {
  public:
-  using pipeline_type = Pipeline;
+  using pipeline_type = Pipeline;  ///< the smoothing stages
 
+  /// Validates `config` and sizes every array for config.reserved_capacity() cells (the only
+  /// allocation besides reserve()).
+  /// @throws audiokv::error naming the first invalid field of `config` ("config.budget", ...).
   explicit tiered_cache(const audiokv_config& config, Pipeline pipeline = Pipeline{})
       : config_((config.validate(), config)),
         pipeline_(std::move(pipeline)),
@@ -80,7 +83,9 @@ class tiered_cache final : public eviction_policy {
   using eviction_policy::observe;
 
   const char* name() const noexcept override { return "audiokv"; }
+  /// The configuration the cache was built with.
   const audiokv_config& config() const noexcept { return config_; }
+  /// The smoothing pipeline, to adjust its stages' parameters between steps.
   Pipeline& pipeline() noexcept { return pipeline_; }
   /// Unique id stamped on this cache's plans; a copy of the cache gets a new one.
   std::uint64_t id() const noexcept override { return store_.id(); }
@@ -282,8 +287,11 @@ class tiered_cache final : public eviction_policy {
   }
   /// Nominal pool sizes from the split.
   std::int32_t base_pool_cells() const noexcept { return pools_.base_cells(); }
+  /// Nominal emergency-pool size from the split.
   std::int32_t emergency_pool_cells() const noexcept { return pools_.emergency_cells(); }
+  /// Cells at which wants_eviction() turns true (config.trigger of the budget).
   std::int32_t trigger_cells() const noexcept { return pools_.trigger_cells(); }
+  /// Counters since construction (or reset()).
   const audiokv_stats& stats() const noexcept { return stats_; }
 
   /// True when a plan may evict cell `slot` only as a last resort: recent window or sink
