@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hole-filling compaction on the device against its CPU oracle (slot_map::plan for the moves,
-// cpu::compact_all_heads for the bytes), over many random keep masks. Skips without a device.
+// cpu::compact_all_heads / apply_paged_moves for the bytes), and page-granular eviction against
+// make_page_granular, over many random inputs. Skips without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,8 @@
 #include <audiokv/cpu/paged.hpp>
 #include <audiokv/cuda.cuh>
 #include <audiokv/cuda/launch/hole_fill.cuh>
+#include <audiokv/cuda/launch/page_granular.cuh>
+#include <audiokv/pool/page_granular.hpp>
 #include <audiokv/pool/slot_map.hpp>
 #include <cstdint>
 #include <random>
@@ -165,12 +168,64 @@ TEST(CudaHoleFill, PagedRowsEqualTheCpuInPlacePlan) {
   }
 }
 
+TEST(CudaPageGranular, KeepMaskEqualsTheCpuRewrite) {
+  if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine";
+  std::mt19937 rng(31);
+  for (int round = 0; round < 40; ++round) {
+    const std::int32_t P = round % 2 == 0 ? 4 : 16;
+    const std::int32_t n = 1 + static_cast<std::int32_t>(rng() % 2000);
+    const audiokv::page_score_rule rule =
+        round % 3 == 0 ? audiokv::page_score_rule::max : audiokv::page_score_rule::mean;
+    // A cell-granular plan evicting e random cells, with distinct random scores.
+    audiokv::eviction_plan plan;
+    plan.n_kv_before = n;
+    std::vector<std::uint8_t> prot(n);
+    std::int32_t kept = 0;
+    for (std::int32_t c = 0; c < n; ++c) {
+      plan.scores.push_back(static_cast<float>(rng() % 1000000) / 1000.0f);
+      prot[c] = rng() % 40 == 0 ? 1 : 0;
+      const bool out = rng() % 5 == 0;
+      plan.move_to.push_back(out ? -1 : kept++);
+      if (out) plan.evict.push_back(c);
+    }
+    plan.n_kv_after = kept;
+    const auto e = static_cast<std::int32_t>(plan.evict.size());
+    audiokv::page_eviction_workspace pws;
+    audiokv::make_page_granular(
+        plan, P, rule, [&](std::int32_t c) { return prot[c] != 0; }, pws);
+
+    const std::int32_t pages = audiokv::core::pages_for(n, P);
+    dbuf<float> d_scores(n), d_page_scores(pages);
+    d_scores.up(plan.scores);
+    dbuf<std::uint8_t> d_prot(n), d_cand(pages), d_evict(pages), d_keep(n);
+    d_prot.up(prot);
+    ASSERT_EQ(cu::page_scores(d_scores.p, d_prot.p, n, P, rule, d_page_scores.p, d_cand.p, nullptr),
+              cudaSuccess);
+    dbuf<std::int32_t> d_k(1);
+    d_k.up({audiokv::core::pages_for(e, P)});
+    const std::size_t ws_bytes = cu::select_workspace_bytes(1, pages);
+    dbuf<unsigned char> ws(ws_bytes);
+    ASSERT_EQ(cu::select_lowest(d_page_scores.p, d_cand.p, 1, pages, pages, d_k.p, d_evict.p,
+                                nullptr, ws.p, ws_bytes, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cu::page_keep_mask(d_evict.p, n, P, d_keep.p, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto keep = d_keep.down(n);
+    for (std::int32_t c = 0; c < n; ++c)
+      ASSERT_EQ(keep[c] != 0, plan.move_to[c] != -1) << "round " << round << " cell " << c;
+  }
+}
+
 TEST(CudaHoleFill, BadArgumentsAreRejectedBeforeLaunch) {
   // Host-side checks only: no device needed.
   cu::row_layout layout;
   std::int32_t dummy = 0;
   EXPECT_EQ(cu::hole_fill_rows(&dummy, layout, &dummy, &dummy, &dummy, nullptr),
             cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_scores(nullptr, nullptr, 4, 2, audiokv::page_score_rule::mean, nullptr,
+                            nullptr, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_keep_mask(nullptr, 4, 0, nullptr, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cu::hole_fill_from_mask(nullptr, 4, &dummy, &dummy, &dummy, &dummy, nullptr, nullptr, 0,
                                     nullptr),
             cudaErrorInvalidValue);

@@ -3,7 +3,8 @@
 /// Plan granularity per layer: one keep-set for all KV heads of a layer, so that a layer's K/V
 /// (one row per cell holding every head, as in vLLM's, SGLang's and TensorRT-LLM's blocks and
 /// llama.cpp's cells) moves once per eviction (cpu::compact_all_heads) and a page holds the same
-/// cells in every head.
+/// cells in every head. Per sequence is the same call over every head of every layer (one
+/// keep-set for the whole sequence, so one page table serves all layers).
 ///
 /// Rule, over the plans the heads' caches made for the same cells (same frames appended to each
 /// head, so cell c is the same position in every head):

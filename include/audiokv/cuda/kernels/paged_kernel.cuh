@@ -6,6 +6,8 @@
 ///  batch   (one block): new indptr, freed indptr, spare offsets, the all-or-nothing status;
 ///  table   (block per sequence): new indices, last_page_len, freed pages, copy destinations;
 ///  move    (blocks x sequences): byte-exact row copies into the destination pages.
+/// Also page-granular eviction (rule of pool/page_granular.hpp): page scores and candidates from
+/// cell scores, and the cell keep mask of the chosen pages.
 #pragma once
 
 #include <cub/block/block_scan.cuh>
@@ -223,6 +225,34 @@ static __global__ void paged_move_kernel(const paged_table t, const paged_scratc
     const std::int64_t to = dst_page * layout.page_stride + (cell % P) * layout.entry_stride + col;
     *reinterpret_cast<Vec*>(pool + to) = *reinterpret_cast<const Vec*>(pool + from);
   }
+}
+
+/// Thread per page p of one sequence of n cells: page_scores[p] = mean (or max when use_max) of
+/// its cells' scores; candidate[p] = 1 unless p is the last page or holds a protected cell.
+static __global__ void page_scores_kernel(const float* cell_scores,
+                                          const std::uint8_t* protected_cells, std::int32_t n,
+                                          std::int32_t page_size, bool use_max, float* page_scores,
+                                          std::uint8_t* candidate) {
+  const std::int32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t pages = core::pages_for(n, page_size);
+  if (p >= pages) return;
+  bool locked = p == pages - 1;
+  float sum = 0.0f, best = 0.0f;
+  for (std::int32_t c = p * page_size; c < min((p + 1) * page_size, n); ++c) {
+    const float s = cell_scores[c];
+    sum += s;
+    best = c == p * page_size ? s : fmaxf(best, s);
+    locked = locked || (protected_cells != nullptr && protected_cells[c] != 0);
+  }
+  page_scores[p] = use_max ? best : sum / static_cast<float>(page_size);
+  candidate[p] = locked ? 0 : 1;
+}
+
+/// Thread per cell: keep[c] = 0 when its page is evicted.
+static __global__ void page_keep_kernel(const std::uint8_t* evict_pages, std::int32_t n,
+                                        std::int32_t page_size, std::uint8_t* keep) {
+  const std::int32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < n) keep[c] = evict_pages[c / page_size] != 0 ? 0 : 1;
 }
 
 }  // namespace audiokv::cuda::kernels
