@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <audiokv/policy/detail/mark_lowest.hpp>
 #include <audiokv/registry.hpp>
 #include <cmath>
 #include <functional>
@@ -383,6 +384,32 @@ TEST(Baselines, AdakvHandlesShareOneRound) {
   EXPECT_EQ(h0->num_cells() + h1->num_cells(), 20);
   EXPECT_GE(std::min(h0->num_cells(), h1->num_cells()), 2);  // n_safe = max(1, int(10 * 0.2))
   EXPECT_FALSE(h0->wants_eviction());
+}
+
+TEST(MarkLowest, LowestValueFirstThenLowestKeyAndTheCountClamped) {
+  // (value, key): (0.5, 4) (0.1, 7) (0.5, 2) (0.1, 3) (0.9, 0). In the order (value, key):
+  // index 3, 1, 2, 0, 4.
+  const std::vector<double> value{0.5, 0.1, 0.5, 0.1, 0.9};
+  const std::vector<std::int32_t> key{4, 7, 2, 3, 0};
+  auto marked = [&](std::int32_t count, std::int32_t& returned) {
+    std::vector<std::int32_t> order{0, 1, 2, 3, 4};
+    std::vector<std::uint8_t> mask(5, 0);
+    returned =
+        audiokv::detail::mark_lowest(value.data(), key.data(), order.data(), 5, count, mask.data());
+    return mask;
+  };
+  std::int32_t n = -1;
+  EXPECT_EQ(marked(1, n), (std::vector<std::uint8_t>{0, 0, 0, 1, 0}));
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(marked(3, n), (std::vector<std::uint8_t>{0, 1, 1, 1, 0}));
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(marked(4, n), (std::vector<std::uint8_t>{1, 1, 1, 1, 0}));
+  EXPECT_EQ(marked(9, n), (std::vector<std::uint8_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(n, 5);
+  EXPECT_EQ(marked(0, n), (std::vector<std::uint8_t>(5, 0)));
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(marked(-2, n), (std::vector<std::uint8_t>(5, 0)));
+  EXPECT_EQ(n, 0);
 }
 
 }  // namespace

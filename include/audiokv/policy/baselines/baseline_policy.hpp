@@ -18,6 +18,7 @@
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
 #include "../detail/cell_store.hpp"
+#include "../detail/mark_lowest.hpp"
 #include "../eviction_policy.hpp"
 
 namespace audiokv {
@@ -223,15 +224,7 @@ class baseline_policy : public eviction_policy {
   /// partition (std::nth_element) in the core::evicts_before order. Returns the count marked.
   std::int32_t evict_lowest_by_partition(const float* score, std::int32_t* order, std::int32_t size,
                                          std::int32_t count, std::uint8_t* mask) const {
-    count = std::min(count, size);
-    if (count <= 0) return 0;
-    const std::int32_t* pos = store_.pos();
-    auto before = [score, pos](std::int32_t a, std::int32_t b) {
-      return core::evicts_before(score[a], pos[a], score[b], pos[b]);
-    };
-    if (count < size) std::nth_element(order, order + count - 1, order + size, before);
-    for (std::int32_t i = 0; i < count; ++i) mask[order[i]] = 1;
-    return count;
+    return detail::mark_lowest(score, store_.pos(), order, size, count, mask);
   }
 
  private:

@@ -75,17 +75,10 @@ class h2o final : public baseline_policy {
   void on_apply(const eviction_plan& plan) override { detail::compact_array(hh_, plan); }
 
  private:
-  /// nth_element on (hh, position) in double, so long streams never tie by float rounding.
+  /// The lowest (hh, position) cells, compared in double so long streams never tie by float
+  /// rounding.
   void evict_lowest_by_hh(std::int32_t size, std::int32_t count, std::uint8_t* mask) const {
-    if (count <= 0) return;
-    const std::int32_t* pos = store().pos();
-    const double* hh = hh_.data();
-    auto before = [hh, pos](std::int32_t a, std::int32_t b) {
-      return hh[a] < hh[b] || (hh[a] == hh[b] && pos[a] < pos[b]);
-    };
-    if (count < size)
-      std::nth_element(order_.data(), order_.data() + count - 1, order_.data() + size, before);
-    for (std::int32_t i = 0; i < count; ++i) mask[order_[i]] = 1;
+    detail::mark_lowest(hh_.data(), store().pos(), order_.data(), size, count, mask);
   }
 
   std::int32_t recent_size_;

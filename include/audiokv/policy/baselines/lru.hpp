@@ -72,13 +72,7 @@ class lru final : public baseline_policy {
     const std::int32_t n = store().size();
     const std::int32_t* pos = store().pos();
     for (std::int32_t j = 0; j < n; ++j) order_[j] = j;
-    const std::int32_t count = n - target;
-    auto before = [this, pos](std::int32_t a, std::int32_t b) {
-      return last_use_[a] < last_use_[b] || (last_use_[a] == last_use_[b] && pos[a] < pos[b]);
-    };
-    if (count < n)
-      std::nth_element(order_.data(), order_.data() + count - 1, order_.data() + n, before);
-    for (std::int32_t i = 0; i < count; ++i) mask[order_[i]] = 1;
+    detail::mark_lowest(last_use_.data(), pos, order_.data(), n, n - target, mask);
   }
   void on_apply(const eviction_plan& plan) override { detail::compact_array(last_use_, plan); }
 

@@ -53,13 +53,7 @@ class random_eviction final : public baseline_policy {
       key_[j] = mix(base ^ static_cast<std::uint32_t>(pos[j]));
       order_[j] = j;
     }
-    const std::int32_t count = n - target;
-    auto before = [this, pos](std::int32_t a, std::int32_t b) {
-      return key_[a] < key_[b] || (key_[a] == key_[b] && pos[a] < pos[b]);
-    };
-    if (count < n)
-      std::nth_element(order_.data(), order_.data() + count - 1, order_.data() + n, before);
-    for (std::int32_t i = 0; i < count; ++i) mask[order_[i]] = 1;
+    detail::mark_lowest(key_.data(), pos, order_.data(), n, n - target, mask);
   }
 
  private:
