@@ -32,12 +32,12 @@ eviction_plan plan_of(std::vector<float> scores, std::vector<std::int32_t> evict
 }
 
 TEST(LayerPlan, HandWorkedMaxAndMean) {
-  // Two heads, 5 cells. Head 0 evicts 1 cell, head 1 evicts 2 -> the layer evicts 2.
+  // Two heads, 5 cells. Head 0 evicts 1 cell, head 1 evicts 2 -> the layer evicts 2, chosen
+  // among the cells some head evicted: {0, 1, 2}.
   //   scores h0: 0.1 0.9 0.3 0.6 0.2     h1: 0.8 0.1 0.2 0.4 0.3
-  //   max:       0.8 0.9 0.3 0.6 0.3  -> lowest two: cells 2 and 4 (tie at 0.3)
-  //   mean:      0.45 0.5 0.25 0.5 0.25 -> cells 2 and 4 as well.
-  //   With cell 2 protected in head 1 only: max -> 4 (0.3) and 3 (0.6); mean -> 4 (0.25) and
-  //   0 (0.45).
+  //   max over {0,1,2}:  0.8 0.9 0.3  -> cells 2 and 0 (cell 4, lower than both, was evicted by
+  //                                      no head: it stays)
+  //   With cell 2 protected in head 1 only, only cells 0 and 1 remain: both go.
   const auto h0 = plan_of({0.1f, 0.9f, 0.3f, 0.6f, 0.2f}, {0});
   const auto h1 = plan_of({0.8f, 0.1f, 0.2f, 0.4f, 0.3f}, {1, 2});
   layer_plan_workspace ws;
@@ -48,18 +48,32 @@ TEST(LayerPlan, HandWorkedMaxAndMean) {
   std::vector<eviction_plan> plans{h0, h1};
   EXPECT_EQ(share_layer_plan(span<eviction_plan>(plans.data(), 2), head_reduce::max, none, ws), 2);
   for (const auto& p : plans) {
-    EXPECT_EQ(p.evict, (std::vector<std::int32_t>{2, 4}));
-    EXPECT_EQ(p.move_to, (std::vector<std::int32_t>{0, 1, -1, 2, -1}));
+    EXPECT_EQ(p.evict, (std::vector<std::int32_t>{0, 2}));
+    EXPECT_EQ(p.move_to, (std::vector<std::int32_t>{-1, 0, -1, 1, 2}));
     EXPECT_EQ(p.n_kv_after, 3);
   }
   plans = {h0, h1};
   share_layer_plan(span<eviction_plan>(plans.data(), 2), head_reduce::max, cell2_in_head1, ws);
-  EXPECT_EQ(plans[0].evict, (std::vector<std::int32_t>{3, 4}));
-  EXPECT_EQ(plans[1].evict, (std::vector<std::int32_t>{3, 4}));
-  plans = {h0, h1};
-  share_layer_plan(span<eviction_plan>(plans.data(), 2), head_reduce::mean, cell2_in_head1, ws);
-  EXPECT_EQ(plans[0].evict, (std::vector<std::int32_t>{0, 4}));
-  EXPECT_EQ(plans[1].evict, (std::vector<std::int32_t>{0, 4}));
+  EXPECT_EQ(plans[0].evict, (std::vector<std::int32_t>{0, 1}));
+  EXPECT_EQ(plans[1].evict, (std::vector<std::int32_t>{0, 1}));
+
+  // max and mean disagree: one cell to evict among {0, 1}.
+  //   c0: 0.1 and 0.6 -> max 0.6, mean 0.35;  c1: 0.5 and 0.5 -> max 0.5, mean 0.5;
+  //   c2 scores 0 in both heads but no head evicted it.
+  const auto g0 = plan_of({0.1f, 0.5f, 0.0f, 0.9f}, {0});
+  const auto g1 = plan_of({0.6f, 0.5f, 0.0f, 0.9f}, {1});
+  plans = {g0, g1};
+  share_layer_plan(span<eviction_plan>(plans.data(), 2), head_reduce::max, none, ws);
+  EXPECT_EQ(plans[0].evict, (std::vector<std::int32_t>{1}));
+  plans = {g0, g1};
+  share_layer_plan(span<eviction_plan>(plans.data(), 2), head_reduce::mean, none, ws);
+  EXPECT_EQ(plans[0].evict, (std::vector<std::int32_t>{0}));
+  EXPECT_EQ(plans[1].evict, (std::vector<std::int32_t>{0}));
+  plans = {g0, g1};
+  share_layer_plan(
+      span<eviction_plan>(plans.data(), 2), head_reduce::max,
+      [](std::int32_t h, std::int32_t c) { return h == 1 && c == 1; }, ws);
+  EXPECT_EQ(plans[0].evict, (std::vector<std::int32_t>{0}));
 }
 
 TEST(LayerPlan, ErrorsLeavePlansUnchanged) {

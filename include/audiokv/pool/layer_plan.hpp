@@ -11,9 +11,12 @@
 ///  - cell score s(c) = max or mean over heads of plans[h].scores[c] (head_reduce); a plan that
 ///    ranked nothing contributes 0;
 ///  - protected in any head => kept (is_protected(h, c) for any h);
+///  - only a cell that some head's own plan evicted may go, so every evicted cell passed all of
+///    that head's rules (pools, protection, the speech rules' floors) when it was planned;
 ///  - evict count e = the largest count any head's plan evicted (so every head's trigger is
-///    relieved), at most the number of unprotected cells;
-///  - the e unprotected cells of lowest (s(c), c) are evicted; every head's plan is rewritten to
+///    relieved), at most the number of candidates (cells evicted by some head, protected in
+///    none);
+///  - the e candidates of lowest (s(c), c) are evicted; every head's plan is rewritten to
 ///    that keep-set (stable move_to, each keeping its own cache_id and generation, and only the
 ///    promotions and demotions of kept cells), so each head's cache applies it as its own.
 #pragma once
@@ -39,7 +42,7 @@ enum class head_reduce : std::uint8_t {
 /// @brief Working memory of share_layer_plan; reserve once for the caches' capacity.
 struct layer_plan_workspace {
   std::vector<float> score;          ///< [n] reduced score
-  std::vector<std::int32_t> order;   ///< [n] unprotected candidates
+  std::vector<std::int32_t> order;   ///< [n] candidates: evicted by some head, protected in none
   std::vector<std::uint8_t> chosen;  ///< [n] 1 = evict
 
   /// Reserves every buffer for `capacity` cells.
@@ -87,7 +90,13 @@ std::int32_t share_layer_plan(span<eviction_plan> plans, head_reduce rule,
   ws.score.assign(static_cast<std::size_t>(n), 0.0f);
   ws.chosen.assign(static_cast<std::size_t>(n), 0);
   ws.order.clear();
+  // chosen[c] = 1 marks the union of the heads' evict sets until the selection below.
+  for (std::int32_t h = 0; h < heads; ++h)
+    for (const std::int32_t c : plans[h].evict)
+      if (c >= 0 && c < n) ws.chosen[c] = 1;
   for (std::int32_t c = 0; c < n; ++c) {
+    if (ws.chosen[c] == 0) continue;
+    ws.chosen[c] = 0;
     bool locked = false;
     float acc = 0.0f;
     for (std::int32_t h = 0; h < heads && !locked; ++h) {
