@@ -133,7 +133,7 @@ def roofline_table(rows):
     if bandwidth(rows, ROOFLINE_SIZES[0]) is None:
         print("\n(no roofline rows in this file)")
         return
-    dram = bandwidth(rows, DRAM_STREAM)
+    dram = bandwidth(rows, DRAM_STREAM) or float("nan")  # nan: a filtered run without it
     print("\nSTREAM (GB/s, copy / triad):", ", ".join(
         f"{label} {rows[f'BM_StreamCopy/{c}']['bytes_per_second'] / 1e9:.1f} / "
         f"{rows[f'BM_StreamTriad/{c}']['bytes_per_second'] / 1e9:.1f}"
@@ -141,6 +141,8 @@ def roofline_table(rows):
         if f"BM_StreamCopy/{c}" in rows and f"BM_StreamTriad/{c}" in rows))
     for n in ROOFLINE_SIZES:
         bw = bandwidth(rows, n)
+        if bw is None:
+            continue
         att_row = rows.get(f"BM_EigenDecodeAttention/{n}")
         att = to_us(att_row) if att_row else float("nan")
         print(f"\n{n} cells x 8 KV heads: roofline {bw / 1e9:.1f} GB/s (STREAM, same size), "
@@ -199,7 +201,7 @@ def main():
           f"load {load:.2f} at start, {load_end:.2f} at end")
     if "git" in ctx:
         dirty = " + uncommitted include/ changes" if ctx["git"]["include_uncommitted"] else ""
-        print(f"library: {ctx['git']['head'][:12]}{dirty}")
+        print(f"library: {ctx['git']['head'][:12] or 'unknown (not a git checkout)'}{dirty}")
     micro_table(load_rows(data))
     roofline_table(load_rows(data))
 
