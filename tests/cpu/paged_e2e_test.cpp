@@ -6,6 +6,8 @@
 //  - table:    cell-granular keep masks through plan_paged_compaction (spares = the free list);
 //  - in_place: hole-filling inside each sequence's own pages (slot_map + plan_paged_in_place),
 //              no spare page ever taken;
+//  - in_place_stable: time order kept inside each sequence's own pages (plan_paged_in_place
+//              with the eviction plans; serial forward copies), no spare page either;
 //  - pages:    page-granular keep masks through plan_paged_compaction with no spares: no row
 //              moves at all.
 // Also: page-granular rewriting of tiered_cache plans (protected cells are never evicted).
@@ -39,7 +41,7 @@ constexpr std::int32_t kBatch = 3;
 constexpr std::int64_t kRow = static_cast<std::int64_t>(H) * D;  // floats per cell
 constexpr std::int64_t kPageStride = P * kRow;
 
-enum class mode { table, in_place, pages };
+enum class mode { table, in_place, in_place_stable, pages };
 
 struct sequence {
   std::vector<std::int32_t> pages;  // this sequence's page list
@@ -152,7 +154,24 @@ class paged_engine {
     }
     std::int64_t moved = 0;
     std::vector<eviction_plan> logical(kBatch);
-    if (mode_ == mode::in_place) {
+    if (mode_ == mode::in_place_stable) {
+      std::int64_t expected_moves = 0;
+      for (std::int32_t b = 0; b < kBatch; ++b) {
+        eviction_plan& p = logical[b];
+        p.n_kv_before = seqs_[b].cells;
+        std::int32_t kept = 0;
+        bool hole = false;
+        for (std::int32_t i = 0; i < seqs_[b].cells; ++i) {
+          p.move_to.push_back(seq_keep[b][i] ? kept++ : -1);
+          hole = hole || !seq_keep[b][i];
+          expected_moves += seq_keep[b][i] && hole ? 1 : 0;
+        }
+        p.n_kv_after = kept;
+      }
+      cpu::plan_paged_in_place(indices_.data(), indptr_.data(), last_.data(), kBatch, P,
+                               span<const eviction_plan>(logical.data(), kBatch), out_);
+      EXPECT_EQ(static_cast<std::int64_t>(out_.moves.size()), expected_moves);
+    } else if (mode_ == mode::in_place) {
       for (std::int32_t b = 0; b < kBatch; ++b) {
         // seq_keep is over the sequence's time order (the map's logical cells).
         sequence& s = seqs_[b];
@@ -272,6 +291,9 @@ TEST(PagedEndToEnd, InPlaceHoleFillingMatchesDenseOracleWithoutSpares) {
   run_engine(mode::in_place, 2);
 }
 TEST(PagedEndToEnd, PageGranularMatchesDenseOracleWithoutMoves) { run_engine(mode::pages, 3); }
+TEST(PagedEndToEnd, InPlaceStableMatchesDenseOracleWithoutSpares) {
+  run_engine(mode::in_place_stable, 4);
+}
 
 TEST(PagedPlanner, ReservedPlanningEqualsTheAllocatingForm) {
   // Two sequences, P = 2: [a b | c d | e] and [f g | h]; evict b, c, g.
@@ -352,6 +374,36 @@ TEST(PagedPlanner, InPlaceHandWorked) {
     EXPECT_EQ(e.argument(), "plans[0].n_before");
   }
   EXPECT_EQ(out.freed_pages, (std::vector<std::int32_t>{2}));
+}
+
+TEST(PagedPlanner, InPlaceStableHandWorked) {
+  // 7 cells in pages {5, 2} (P = 4); evict cells 1 and 2: cells 3..6 shift down by two, in
+  // order: (5,3)->(5,1), (2,0)->(5,2), (2,1)->(5,3), (2,2)->(2,0); 5 cells keep both pages.
+  const std::vector<std::int32_t> indices{5, 2}, indptr{0, 2}, last{3};
+  eviction_plan p[1];
+  p[0].n_kv_before = 7;
+  p[0].move_to = {0, -1, -1, 1, 2, 3, 4};
+  p[0].evict = {1, 2};
+  p[0].n_kv_after = 5;
+  cpu::paged_compaction out;
+  cpu::plan_paged_in_place(indices.data(), indptr.data(), last.data(), 1, 4,
+                           span<const eviction_plan>(p, 1), out);
+  EXPECT_EQ(out.moves, (std::vector<cpu::paged_row_move>{
+                           {5, 3, 5, 1}, {2, 0, 5, 2}, {2, 1, 5, 3}, {2, 2, 2, 0}}));
+  EXPECT_EQ(out.new_indices, (std::vector<std::int32_t>{5, 2}));
+  EXPECT_EQ(out.new_last_page_len, (std::vector<std::int32_t>{1}));
+  EXPECT_TRUE(out.freed_pages.empty());
+  // A move map that is not stable is rejected before `out` changes.
+  const auto saved = out.moves;
+  p[0].move_to = {0, 2, -1, 1, 2, 3, 4};
+  try {
+    cpu::plan_paged_in_place(indices.data(), indptr.data(), last.data(), 1, 4,
+                             span<const eviction_plan>(p, 1), out);
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "plans[0].move_to[1]");
+  }
+  EXPECT_EQ(out.moves, saved);
 }
 
 TEST(PageGranular, HandWorkedMeanAndMax) {

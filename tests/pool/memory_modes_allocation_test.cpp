@@ -114,6 +114,8 @@ TEST(MemoryModesAllocation, PagedPlannersAndRewritersNeverAllocate) {
       for (std::int32_t b = 0; b < kBatch; ++b) maps[b].plan(logical[b], holes[b]);
       cpu::plan_paged_in_place(indices.data(), indptr.data(), last.data(), kBatch, P,
                                span<const hole_fill_plan>(holes.data(), kBatch), out);
+      cpu::plan_paged_in_place(indices.data(), indptr.data(), last.data(), kBatch, P,
+                               span<const eviction_plan>(logical.data(), kBatch), out);
       share_layer_plan(span<eviction_plan>(heads.data(), 2), head_reduce::max, none, lws);
       make_page_granular(
           heads[0], P, page_score_rule::mean, [](std::int32_t) { return false; }, pws);

@@ -37,7 +37,7 @@ void validate_compact(const char* where, const kv_view<T, Layout>& kv, const evi
 template <class T, class Layout>
 void validate_hole_fill(const char* where, const kv_view<T, Layout>& kv,
                         const hole_fill_plan& plan) {
-  ::audiokv::detail::validate_hole_fill(where, "plan", plan, kv.num_cells());
+  ::audiokv::detail::validate_hole_fill(where, "plan", -1, plan, kv.num_cells());
   AUDIOKV_REQUIRE(kv.num_cells() == 0 || kv.data_handle() != nullptr, where, "kv.data_handle()",
                   "nullptr", "must point to the tensor");
 }

@@ -14,6 +14,7 @@
 #include "../error.hpp"
 #include "../pool/slot_map.hpp"
 #include "../span.hpp"
+#include "../types/eviction_plan.hpp"
 
 namespace audiokv::cpu {
 
@@ -251,11 +252,11 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
   for (std::int32_t b = 0; b < batch; ++b) {
     const std::int32_t n =
         core::sequence_cells(indptr[b + 1] - indptr[b], last_page_len[b], page_size);
-    const std::string name = ::audiokv::detail::indexed("plans", b);
     AUDIOKV_REQUIRE(
-        plans[b].n_before == n, where, name + ".n_before", plans[b].n_before,
+        plans[b].n_before == n, where, ::audiokv::detail::indexed("plans", b) + ".n_before",
+        plans[b].n_before,
         ::audiokv::detail::describe("must equal sequence ", b, "'s cells (", n, ")").c_str());
-    ::audiokv::detail::validate_hole_fill(where, name, plans[b], n);
+    ::audiokv::detail::validate_hole_fill(where, "plans", b, plans[b], n);
   }
   out.new_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
   out.freed_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
@@ -278,6 +279,74 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
     out.new_indptr[b + 1] = out.new_indptr[b] + new_np;
     out.freed_indptr[b + 1] = static_cast<std::int32_t>(out.freed_pages.size());
     out.new_last_page_len[b] = core::last_page_len_for(h.n_after, page_size);
+  }
+}
+
+/// @brief Stable compaction of each sequence inside its own pages: time order kept in memory,
+/// no spare page, no page changes owner. Sequence b's slots are its page list read in order;
+/// plans[b] (the cache's eviction_plan over those cells) moves every kept cell i to slot
+/// move_to[i] <= i. The sequence keeps its first ceil(n_kv_after / P) pages and frees the rest.
+/// Moves = the kept cells after the first hole; they are listed in ascending source order and
+/// must run in that order (a forward in-place copy: each destination is at or before its source
+/// and every earlier source has already moved), as apply_paged_moves does — not in parallel.
+/// @param plans [batch] plans[b].n_kv_before must equal sequence b's cells.
+/// @param out   reserved with out.reserve(batch, nnz_pages, page_size) it does not allocate.
+/// @throws audiokv::error naming the table's fields, "plans.size()", "plans[b].n_kv_before" or
+///         "plans[b].move_to[i]"; `out` is then unchanged.
+inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t* indptr,
+                                const std::int32_t* last_page_len, std::int32_t batch,
+                                std::int32_t page_size, span<const eviction_plan> plans,
+                                paged_compaction& out) {
+  const char* where = "cpu::plan_paged_in_place";
+  detail::validate_page_table(where, indices, indptr, last_page_len, batch, page_size);
+  AUDIOKV_REQUIRE(plans.size() == static_cast<std::size_t>(batch), where, "plans.size()",
+                  plans.size(), "must equal batch");
+  for (std::int32_t b = 0; b < batch; ++b) {
+    const std::int32_t n =
+        core::sequence_cells(indptr[b + 1] - indptr[b], last_page_len[b], page_size);
+    const eviction_plan& p = plans[b];
+    AUDIOKV_REQUIRE(p.n_kv_before == n && static_cast<std::int32_t>(p.move_to.size()) == n, where,
+                    ::audiokv::detail::indexed("plans", b) + ".n_kv_before", p.n_kv_before,
+                    ::audiokv::detail::describe("must equal sequence ", b, "'s cells (", n,
+                                                ") and move_to.size()")
+                        .c_str());
+    std::int32_t kept = 0;  // the stable rule, with the error's name built only to throw
+    for (std::int32_t i = 0; i < n; ++i) {
+      const std::int32_t to = p.move_to[i];
+      AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where,
+                      ::audiokv::detail::indexed(
+                          (::audiokv::detail::indexed("plans", b) + ".move_to").c_str(), i),
+                      to, "must be -1 or the number of kept cells before it");
+      if (to != core::evicted_slot) ++kept;
+    }
+    AUDIOKV_REQUIRE(p.n_kv_after == kept, where,
+                    ::audiokv::detail::indexed("plans", b) + ".n_kv_after", p.n_kv_after,
+                    ::audiokv::detail::describe("must equal the kept cells (", kept, ")").c_str());
+  }
+  out.new_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
+  out.freed_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
+  out.new_last_page_len.assign(static_cast<std::size_t>(batch), 0);
+  out.new_indices.clear();
+  out.freed_pages.clear();
+  out.moves.clear();
+  out.spare_pages_used = 0;
+  out.ok = true;
+  for (std::int32_t b = 0; b < batch; ++b) {
+    const std::int32_t* pages = indices + indptr[b];
+    const std::int32_t np = indptr[b + 1] - indptr[b];
+    const eviction_plan& p = plans[b];
+    for (std::int32_t i = 0; i < p.n_kv_before; ++i) {
+      const std::int32_t to = p.move_to[i];
+      if (to == core::evicted_slot || to == i) continue;
+      out.moves.push_back(
+          {pages[i / page_size], i % page_size, pages[to / page_size], to % page_size});
+    }
+    const std::int32_t new_np = core::pages_for(p.n_kv_after, page_size);
+    for (std::int32_t q = 0; q < new_np; ++q) out.new_indices.push_back(pages[q]);
+    for (std::int32_t q = new_np; q < np; ++q) out.freed_pages.push_back(pages[q]);
+    out.new_indptr[b + 1] = out.new_indptr[b] + new_np;
+    out.freed_indptr[b + 1] = static_cast<std::int32_t>(out.freed_pages.size());
+    out.new_last_page_len[b] = core::last_page_len_for(p.n_kv_after, page_size);
   }
 }
 

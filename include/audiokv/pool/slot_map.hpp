@@ -52,26 +52,31 @@ namespace detail {
 /// Checks a hole_fill_plan over `num_slots` slots in O(num_moves): n_after <= n_before <=
 /// num_slots, move_to sized n_before, src[k] >= n_after > dst[k], both strictly ascending,
 /// move_to[src[k]] == dst[k] and dst[k] evicted — so every write lands on an evicted row that
-/// no move reads. `name` prefixes the field names in the error ("plan" -> "plan.src[3]").
-inline void validate_hole_fill(const char* where, const std::string& name,
+/// no move reads. The error names `name` (or `name[index]` when index >= 0) and the field, e.g.
+/// "plan.src[3]" or "plans[1].n_before"; names are built only to throw, so a valid plan is
+/// checked without allocating.
+inline void validate_hole_fill(const char* where, const char* name, std::int32_t index,
                                const hole_fill_plan& plan, std::int32_t num_slots) {
-  AUDIOKV_REQUIRE(plan.n_before >= 0 && plan.n_before <= num_slots, where, name + ".n_before",
+  const auto field = [&](const char* f) {
+    return (index < 0 ? std::string(name) : indexed(name, index)) + f;
+  };
+  AUDIOKV_REQUIRE(plan.n_before >= 0 && plan.n_before <= num_slots, where, field(".n_before"),
                   plan.n_before, describe("must be in [0, ", num_slots, "]").c_str());
-  AUDIOKV_REQUIRE(plan.n_after >= 0 && plan.n_after <= plan.n_before, where, name + ".n_after",
+  AUDIOKV_REQUIRE(plan.n_after >= 0 && plan.n_after <= plan.n_before, where, field(".n_after"),
                   plan.n_after, "must be in [0, n_before]");
   AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == plan.n_before, where,
-                  name + ".move_to.size()", plan.move_to.size(), "must equal n_before");
-  AUDIOKV_REQUIRE(plan.dst.size() == plan.src.size(), where, name + ".dst.size()", plan.dst.size(),
+                  field(".move_to.size()"), plan.move_to.size(), "must equal n_before");
+  AUDIOKV_REQUIRE(plan.dst.size() == plan.src.size(), where, field(".dst.size()"), plan.dst.size(),
                   "must equal src.size()");
   for (std::size_t k = 0; k < plan.src.size(); ++k) {
     const std::int32_t s = plan.src[k];
     const std::int32_t d = plan.dst[k];
     AUDIOKV_REQUIRE(s >= plan.n_after && s < plan.n_before && (k == 0 || s > plan.src[k - 1]),
-                    where, indexed((name + ".src").c_str(), static_cast<long long>(k)), s,
+                    where, indexed(field(".src").c_str(), static_cast<long long>(k)), s,
                     "must be ascending in [n_after, n_before)");
     AUDIOKV_REQUIRE(d >= 0 && d < plan.n_after && (k == 0 || d > plan.dst[k - 1]) &&
                         plan.move_to[d] == core::evicted_slot && plan.move_to[s] == d,
-                    where, indexed((name + ".dst").c_str(), static_cast<long long>(k)), d,
+                    where, indexed(field(".dst").c_str(), static_cast<long long>(k)), d,
                     "must be ascending in [0, n_after), an evicted slot, and move_to[src[k]]");
   }
 }
