@@ -14,6 +14,8 @@
 //   attention_us   one Eigen decode-attention step (median of 3, measured at setup)
 //   amortised_share  (eviction time / evicted) / attention_us: the eviction's cost per decode
 //                    step as a fraction of the attention step
+// BM_PagedModes: the same for a paged cache (pages of 16 cells): rows copied, spare pages
+// needed and pages freed per eviction in each paged mode.
 // BM_SlotGather: the per-step cost hole-filling adds (the slot map's gather of each head's
 // probabilities into the cache's order), as a share of the attention step.
 // Usage: compaction_modes_bench --benchmark_format=json (or --benchmark_out=F
@@ -21,7 +23,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <audiokv/cpu/paged.hpp>
 #include <audiokv/eigen.hpp>
+#include <audiokv/pool/page_granular.hpp>
 #include <audiokv/pool/slot_map.hpp>
 #include <chrono>
 #include <cstdint>
@@ -210,6 +214,102 @@ void BM_SlotGather(benchmark::State& state) {
   state.counters["attention_us"] = attention_us;
 }
 
+/// Paged K/V of one (layer, head) cache in pages of 16 cells, driven by tiered_cache plans:
+/// rows copied, spare pages needed and pages freed per eviction for each paged mode
+/// (state.range(1)): 0 page-table rule (plan_paged_compaction, spares from the free list),
+/// 1 stable inside the sequence's own pages, 2 hole-filling inside its own pages, 3
+/// page-granular (make_page_granular, then the page-table rule with no spares). Timed: the
+/// planning of the paged moves only (the cache's plan excluded).
+void BM_PagedModes(benchmark::State& state) {
+  constexpr std::int32_t P = 16;
+  const auto cells = static_cast<std::int32_t>(state.range(0));
+  const auto mode = state.range(1);
+  audiokv::audiokv_config config;
+  config.budget = cells;
+  audiokv::tiered_cache<> cache(config);
+  const std::int32_t capacity = cache.capacity();
+  const std::int32_t total_pages = 2 * audiokv::core::pages_for(capacity, P) + 64;
+  std::vector<std::int32_t> pages, free_pages;
+  for (std::int32_t p = total_pages - 1; p >= 0; --p) free_pages.push_back(p);
+  audiokv::slot_map map(capacity);
+  audiokv::eviction_plan plan;
+  plan.reserve(capacity);
+  audiokv::hole_fill_plan holes[1];
+  holes[0].reserve(capacity);
+  audiokv::cpu::paged_compaction out;
+  out.reserve(1, total_pages, P);
+  audiokv::cpu::paged_compaction_workspace ws;
+  ws.reserve(total_pages, P);
+  audiokv::page_eviction_workspace pws;
+  pws.reserve(capacity, P);
+  std::vector<std::uint8_t> keep(static_cast<std::size_t>(total_pages) * P);
+  std::vector<float> probs(capacity);
+  audiokv::synthetic::speech_stream stream(7, 1);
+  std::mt19937 rng(13);
+  double rows = 0, spares = 0, freed = 0, evicted = 0;
+  std::int64_t cycles = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    while (!cache.wants_eviction()) {
+      const audiokv::frame_meta f = stream.next_frame();
+      cache.append(&f, 1);
+      if (mode == 2) map.append(1);
+      if (cache.num_cells() > static_cast<std::int32_t>(pages.size()) * P) {
+        pages.push_back(free_pages.back());
+        free_pages.pop_back();
+      }
+    }
+    const std::int32_t n = cache.num_cells();
+    fill_probs(probs, n, rng);
+    cache.observe(probs.data(), n);
+    cache.plan(plan);
+    if (mode == 3)
+      audiokv::make_page_granular(
+          plan, P, audiokv::page_score_rule::mean,
+          [&](std::int32_t c) { return cache.is_protected(c); }, pws);
+    const std::int32_t indptr[2] = {0, static_cast<std::int32_t>(pages.size())};
+    const std::int32_t last[1] = {n - (indptr[1] - 1) * P};
+    for (std::int32_t c = 0; c < n; ++c) keep[c] = plan.move_to[c] >= 0 ? 1 : 0;
+    state.ResumeTiming();
+    if (mode == 0 || mode == 3) {
+      const bool spare = mode == 0;
+      audiokv::cpu::plan_paged_compaction(
+          pages.data(), indptr, last, 1, P, keep.data(), spare ? free_pages.data() : nullptr,
+          spare ? static_cast<std::int32_t>(free_pages.size()) : 0, out, ws);
+    } else if (mode == 1) {
+      audiokv::cpu::plan_paged_in_place(pages.data(), indptr, last, 1, P,
+                                        audiokv::span<const audiokv::eviction_plan>(&plan, 1), out);
+    } else {
+      map.plan(plan, holes[0]);
+      audiokv::cpu::plan_paged_in_place(pages.data(), indptr, last, 1, P,
+                                        audiokv::span<const audiokv::hole_fill_plan>(holes, 1),
+                                        out);
+    }
+    state.PauseTiming();
+    if (!out.ok) state.SkipWithError("spare pages short");
+    rows += static_cast<double>(out.moves.size());
+    spares += out.spare_pages_used;
+    freed += static_cast<double>(out.freed_pages.size());
+    evicted += static_cast<double>(plan.evict.size());
+    ++cycles;
+    // The engine adopts the new table: spares it used leave the free list, freed pages join it.
+    std::vector<std::uint8_t> in_use(total_pages, 0);
+    pages.assign(out.new_indices.begin(), out.new_indices.end());
+    for (const std::int32_t p : pages) in_use[p] = 1;
+    free_pages.clear();
+    for (std::int32_t p = total_pages - 1; p >= 0; --p)
+      if (!in_use[p]) free_pages.push_back(p);
+    if (mode == 2) map.apply(plan, holes[0]);
+    cache.apply(plan);
+    state.ResumeTiming();
+  }
+  const double c = static_cast<double>(std::max<std::int64_t>(cycles, 1));
+  state.counters["evicted"] = evicted / c;
+  state.counters["rows_moved"] = rows / c;
+  state.counters["spare_pages"] = spares / c;
+  state.counters["pages_freed"] = freed / c;
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n : {4096, 16384, 32768, 131072})
     for (std::int64_t mode : {0, 1}) b->Args({n, mode});
@@ -218,6 +318,11 @@ void sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_EvictionCycle)->Apply(sizes)->Iterations(4);
+BENCHMARK(BM_PagedModes)
+    ->ArgsProduct({{4096, 32768}, {0, 1, 2, 3}})
+    ->ArgNames({"cells", "mode"})
+    ->Iterations(20)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SlotGather)
     ->Arg(4096)
     ->Arg(16384)
