@@ -81,7 +81,8 @@ inline cudaError_t hole_fill_from_mask(const std::uint8_t* keep, std::int32_t nu
 /// @brief Copies row (src[k], h) to (dst[k], h) in place for k < *num_moves and every head h of
 /// `layout` (page_stride ignored; rows are slot * entry_stride + h * head_stride bytes from
 /// `kv`). Byte-exact; the moves must come from hole_fill_from_mask or slot_map::plan (no source
-/// is a destination). For K and V, call once per buffer.
+/// is a destination). For K and V, call once per buffer; for per-head plans (one slot map per
+/// head), call once per head with `kv` advanced by h * head_stride and layout.num_heads = 1.
 inline cudaError_t hole_fill_rows(void* kv, const row_layout& layout, const std::int32_t* src,
                                   const std::int32_t* dst, const std::int32_t* num_moves,
                                   cudaStream_t stream) {
