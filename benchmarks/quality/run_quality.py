@@ -18,6 +18,9 @@ Usage:
 
 A policy written NAME+merge runs NAME with merge on evict (asr_whisper --merge 1: each evicted
 K/V row folds into the kept cell nearest in time, which carries log(cells) as a logit bias).
+NAME+layer (asr_whisper --granularity layer) plans a layer's heads together, one keep-set per
+layer; NAME+layer-mean reduces the heads' scores by their mean instead of their max. Suffixes
+combine (audiokv+layer+merge).
 
 Writes, under --out (default benchmarks/results), with PREFIX quality (test split of the
 Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
@@ -52,6 +55,25 @@ REFERENCE = "true_model"
 # A policy name with this suffix runs with merge on evict (evicted K/V rows fold into their
 # keepers, log(cells) logit bias): asr_whisper --merge 1.
 MERGE_SUFFIX = "+merge"  # full cache, all 1500 frames
+# Policy name suffixes and the asr_whisper options they add; they combine (NAME+layer+merge).
+SUFFIX_OPTIONS = {
+    MERGE_SUFFIX: ["--merge", "1"],
+    "+layer": ["--granularity", "layer"],
+    "+layer-mean": ["--granularity", "layer-mean"],
+}
+
+
+def split_suffixes(name):
+    """(base policy, suffix as written, asr_whisper options) of NAME[+suffix...]."""
+    base, options = name, []
+    while True:
+        for suffix, extra in SUFFIX_OPTIONS.items():
+            if base.endswith(suffix) and len(base) > len(suffix):
+                base = base[:-len(suffix)]
+                options = extra + options
+                break
+        else:
+            return base, name[len(base):], options
 # Whisper tiny.en decoder: 4 layers x 6 heads x 64 dims, K and V, float32 as the example stores.
 KV_BYTES_PER_FRAME = 4 * 6 * 64 * 2 * 4
 
@@ -132,26 +154,31 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
             run_one(",".join(batch_policies), batch_ratios)
 
     def run_one(policy, policy_ratios):
-        # "NAME+merge": policy NAME with merge on evict (asr_whisper --merge 1), reported as is.
+        # "NAME+merge", "NAME+layer", ...: policy NAME with the suffixes' asr_whisper options
+        # (SUFFIX_OPTIONS), reported as written. One process per distinct suffix, plain first.
         names = policy.split(",")
-        merged = [n for n in names if n.endswith(MERGE_SUFFIX)]
-        if merged and len(merged) != len(names):
-            for part in (",".join(n for n in names if n not in merged), ",".join(merged)):
-                run_one(part, policy_ratios)
+        suffixes = []
+        for n in names:
+            if split_suffixes(n)[1] not in suffixes:
+                suffixes.append(split_suffixes(n)[1])
+        if len(suffixes) > 1:
+            suffixes.sort(key=lambda x: x != "")
+            for suffix in suffixes:
+                run_one(",".join(n for n in names if split_suffixes(n)[1] == suffix),
+                        policy_ratios)
             return
+        suffix, extra = split_suffixes(names[0])[1:]
         cmd = [args.binary, "--manifest", args.manifest, "--split", args.split,
                "--json", "--frames", "all", "--protocol", args.protocol,
-               "--policies", ",".join(n[:-len(MERGE_SUFFIX)] if merged else n for n in names),
-               "--keep-ratios", ",".join(str(r) for r in policy_ratios)]
-        if merged:
-            cmd += ["--merge", "1"]
+               "--policies", ",".join(split_suffixes(n)[0] for n in names),
+               "--keep-ratios", ",".join(str(r) for r in policy_ratios)] + extra
         if n_clips:
             cmd += ["--max-clips", str(n_clips)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         for line in proc.stdout:
             row = json.loads(line)
-            if merged and row["policy"] != "full":
-                row["policy"] += MERGE_SUFFIX
+            if suffix and row["policy"] != "full":
+                row["policy"] += suffix
                 line = json.dumps(row) + "\n"
             with lock:
                 rows.append(row)

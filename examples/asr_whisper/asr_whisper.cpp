@@ -82,6 +82,9 @@ struct options {
   std::vector<std::string> policies;  ///< --policies: several runs per encoded clip
   std::vector<double> ratios;         ///< --keep-ratios
   kv_store_options store;             ///< --share-rows / --int8-buffer
+  /// --granularity: one keep-set per (layer, head), or per layer (max or mean over the heads)
+  audiokv_policy_hook::plan_granularity granularity = audiokv_policy_hook::plan_granularity::head;
+  audiokv::head_reduce head_rule = audiokv::head_reduce::max;
 };
 
 /// Comma-separated list.
@@ -128,6 +131,14 @@ void usage(std::ostream& os) {
         "  --merge 0|1      merge on evict: evicted K/V rows fold into the kept cell that stands\n"
         "                   for them, weighted by cells (implies --mass-bias 1; dense cache only)\n"
         "                  (audiokv::attention_mass), for every policy; default 0\n"
+        "  --granularity head|layer|layer-mean  offline protocol: head (default) plans\n"
+        "                  every (layer, head) on its own; layer plans a layer's heads together\n"
+        "                  and applies one keep-set to all (audiokv::share_layer_plan: a cell's\n"
+        "                  score is the max over the heads, the mean with layer-mean; a cell\n"
+        "                  protected in any head stays; only cells some head's own plan\n"
+        "                  evicted go, as many as the head that evicted most). Policies without\n"
+        "                  plan scores (the baselines) reduce to 0: candidates go by position.\n"
+        "                  The streaming protocol always plans per head\n"
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
         "  --silence-weight W, --lookback-ms MS, --past-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
@@ -297,6 +308,8 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   ho.streaming = o.streaming;
   ho.mass_bias = o.mass_bias == 1;
   ho.merge = o.merge == 1;
+  ho.granularity = o.granularity;
+  ho.head_rule = o.head_rule;
   // adakv shares one budget across the heads of a layer: one group per (clip, layer).
   auto groups = std::make_shared<std::vector<std::shared_ptr<audiokv::adakv_group>>>();
   const int observe_steps = ho.observe_steps;
@@ -380,7 +393,15 @@ int run(int argc, char** argv) {
       o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
       o.mass_bias = parse_int(next(), "--mass-bias") != 0 ? 1 : 0;
-    else if (a == "--protocol") {
+    else if (a == "--granularity") {
+      const std::string g = next();
+      if (g != "head" && g != "layer" && g != "layer-mean") {
+        throw asr_error("--granularity must be 'head', 'layer' or 'layer-mean', got '" + g + "'");
+      }
+      o.granularity = g == "head" ? audiokv_policy_hook::plan_granularity::head
+                                  : audiokv_policy_hook::plan_granularity::layer;
+      o.head_rule = g == "layer-mean" ? audiokv::head_reduce::mean : audiokv::head_reduce::max;
+    } else if (a == "--protocol") {
       const std::string p = next();
       if (p != "offline" && p != "streaming") {
         throw asr_error("--protocol must be 'offline' or 'streaming'");

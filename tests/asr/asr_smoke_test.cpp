@@ -92,6 +92,56 @@ class identity_hook final : public kv_eviction_hook {
   }
 };
 
+/// Forwards every call to an audiokv_policy_hook and, at each step, reads the positions every
+/// head of a layer holds from the decoder's own cache views (not from the policies).
+class head_positions_probe final : public kv_eviction_hook {
+ public:
+  explicit head_positions_probe(audiokv_policy_hook& inner) : inner_(inner) {}
+
+  int compressed_layers_seen = 0;  ///< (step, layer) pairs whose heads held fewer cells than frames
+  int differing_layers_seen = 0;   ///< of those, pairs whose heads did not all hold the same cells
+
+  void on_clip_start(const clip_context& clip) override {
+    n_frames_ = clip.n_frames;
+    layer_pos_.assign(static_cast<size_t>(clip.n_heads), {});
+    inner_.on_clip_start(clip);
+  }
+  void on_head_start(const head_view& v) override { inner_.on_head_start(v); }
+  bool on_step(const step_view& s, std::vector<int32_t>& move_to) override {
+    layer_pos_[static_cast<size_t>(s.cache.head)].assign(s.cache.pos, s.cache.pos + s.cache.n_kv);
+    if (s.cache.head + 1 == static_cast<int>(layer_pos_.size())) {
+      bool compressed = false, same = true;
+      for (const auto& p : layer_pos_) {
+        compressed = compressed || static_cast<int>(p.size()) < n_frames_;
+        same = same && p == layer_pos_[0];
+      }
+      compressed_layers_seen += compressed ? 1 : 0;
+      differing_layers_seen += compressed && !same ? 1 : 0;
+    }
+    return inner_.on_step(s, move_to);
+  }
+  bool on_layer_step(int layer, int head, std::vector<int32_t>& move_to) override {
+    return inner_.on_layer_step(layer, head, move_to);
+  }
+  void on_move(int layer, int head, float* k, float* v, const int32_t* pos, int n_kv,
+               int head_dim) override {
+    inner_.on_move(layer, head, k, v, pos, n_kv, head_dim);
+  }
+  const audiokv::pool_tier* tiers(int layer, int head) const override {
+    return inner_.tiers(layer, head);
+  }
+  const float* logit_bias(int layer, int head) const override {
+    return inner_.logit_bias(layer, head);
+  }
+  void on_token(int step, int32_t token) override { inner_.on_token(step, token); }
+  void on_clip_end() override { inner_.on_clip_end(); }
+
+ private:
+  audiokv_policy_hook& inner_;
+  int n_frames_ = 0;
+  std::vector<std::vector<int32_t>> layer_pos_;  // [heads] positions held at this step
+};
+
 void unit_checks() {
   // WER: one substitution and one deletion over 5 reference words.
   const word_error_rate w =
@@ -279,6 +329,42 @@ int main() {
       } else {
         check(std::fabs(d.final_kept_fraction - 0.5) < 0.01 && !d.tokens.empty(),
               "audiokv policy at retention 0.5 keeps half the cells");
+      }
+    }
+    // Plan granularity: per layer, every head of a layer holds the same positions once the
+    // layer is compressed (read from the decoder's cache); per head they differ somewhere, so
+    // the check can fail. Merge on evict applies each head's own rewritten plan.
+    using granularity = audiokv_policy_hook::plan_granularity;
+    for (const auto& [g, merge] :
+         {std::pair{granularity::head, false}, std::pair{granularity::layer, false},
+          std::pair{granularity::layer, true}}) {
+      audiokv_policy_hook::options opt{6, false};
+      opt.granularity = g;
+      opt.merge = merge;
+      audiokv_policy_hook inner(
+          [](const clip_context& ctx, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
+            audiokv::audiokv_config cfg;
+            cfg.budget = std::max(1, static_cast<int>(std::lround(0.5 * ctx.n_frames)));
+            cfg.capacity = ctx.n_frames;
+            cfg.frame_ms = 20.0f;
+            return std::make_unique<audiokv::tiered_cache<>>(cfg);
+          },
+          opt);
+      head_positions_probe probe(inner);
+      const decode_result r = tr.transcribe(clip, probe, frame_mode::speech);
+      const std::string name = std::string(g == granularity::layer ? "layer" : "head") +
+                               (merge ? " granularity with merge" : " granularity");
+      check(std::fabs(r.final_kept_fraction - 0.5) < 0.01 && !r.tokens.empty() &&
+                probe.compressed_layers_seen > 0,
+            name + ": half the cells kept after compression (kept " +
+                std::to_string(r.final_kept_fraction) + ")");
+      if (g == granularity::layer) {
+        check(probe.differing_layers_seen == 0,
+              name + ": every head of a layer holds the same positions (" +
+                  std::to_string(probe.differing_layers_seen) + " of " +
+                  std::to_string(probe.compressed_layers_seen) + " compressed layer steps differ)");
+      } else {
+        check(probe.differing_layers_seen > 0, name + ": heads keep different positions");
       }
     }
     // Shared-row / int8 store: exact sharing alone reads the same rows (Whisper frames never repeat

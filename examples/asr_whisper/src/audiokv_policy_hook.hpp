@@ -6,6 +6,7 @@
 #include <audiokv/policy/audiokv/tiered_cache.hpp>
 #include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
+#include <audiokv/pool/layer_plan.hpp>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -32,12 +33,28 @@ namespace asr {
 /// previous step, their median, and the running maximum of the median over the last 3 steps,
 /// and passes that to every AudioKV cache (tiered_cache::set_alignment_position).
 /// The plan's move_to goes back to the cache (which compacts K/V) and to the policy (apply()).
+///
+/// Plan granularity (options::granularity, offline protocol only; streaming plans per head):
+///  * head: each (layer, head) plans and applies on its own, in its on_step;
+///  * layer: one keep-set per layer. At a step where the layer compresses (the one-shot
+///    compression, or with follow_trigger any head's trigger), every head's on_step returns
+///    false; the last head's on_step makes every head's plan (plan_to(budget) or plan()),
+///    rewrites them with audiokv::share_layer_plan (scores reduced by options::head_rule,
+///    a cell protected in any AudioKV head kept, only cells some head's own plan evicted may
+///    go, as many as the head that evicted most) and applies each to its policy; then
+///    on_layer_step hands each head its rewritten move map. All heads start from the same
+///    frames, so they hold the same positions from then on. A policy whose plans carry no
+///    scores (every baseline) contributes 0 to the reduction: its heads' candidates then go
+///    by position (lowest first) among the cells some head evicted.
 class audiokv_policy_hook final : public kv_eviction_hook {
  public:
   /// Makes the policy of one (layer, head) for a clip; the budget is the policy's business
   /// (typically round(keep_ratio * clip.n_frames)).
   using factory = std::function<std::unique_ptr<audiokv::eviction_policy>(const clip_context& clip,
                                                                           int layer, int head)>;
+
+  /// One keep-set per (layer, head), or per layer (see the class comment).
+  enum class plan_granularity { head, layer };
 
   struct options {
     int observe_steps = 1;        ///< steps on the full cache before the one-shot compression
@@ -51,6 +68,10 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     /// Merge on evict: evicted K/V rows fold into the kept cell that stands for them
     /// (attention_mass::merge_evicted); implies mass_bias.
     bool merge = false;
+    /// Offline protocol: plans per head (default) or one shared plan per layer.
+    plan_granularity granularity = plan_granularity::head;
+    /// Per-layer plans: how a cell's scores over the heads reduce to one.
+    audiokv::head_reduce head_rule = audiokv::head_reduce::max;
   };
 
   audiokv_policy_hook(factory make, options opt) : make_(std::move(make)), opt_(opt) {
@@ -76,6 +97,10 @@ class audiokv_policy_hook final : public kv_eviction_hook {
         }
       }
     }
+    layer_plans_.resize(static_cast<size_t>(clip.n_heads));
+    pending_.assign(static_cast<size_t>(clip.n_heads), 0);
+    pending_layer_ = -1;
+    moved_head_ = -1;
     step_peaks_.clear();
     recent_.clear();
     frontier_ = -1;
@@ -96,6 +121,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     if (!opt_.streaming || p.num_cells() + incoming <= p.budget()) return false;
     p.plan_to(std::max(1, p.budget() - incoming), plan_);
     if (plan_.empty()) return false;
+    moved_head_ = -1;
     move_to = plan_.move_to;
     p.apply(plan_);
     return true;
@@ -122,6 +148,9 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     ++seen;
     if (opt_.streaming) {
       return false;
+    } else if (opt_.granularity == plan_granularity::layer) {
+      if (s.cache.head == clip_.n_heads - 1) plan_layer(s.cache.layer);
+      return false;
     } else if (seen == opt_.observe_steps) {
       p.plan_to(p.budget(), plan_);
     } else if (seen > opt_.observe_steps && opt_.follow_trigger && p.wants_eviction()) {
@@ -132,22 +161,35 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     if (plan_.empty()) return false;
     // A plan that only moves cells between pools keeps every row in place; the cache still
     // hears of it, for an int8 buffer arena.
+    moved_head_ = -1;
     move_to = plan_.move_to;
     p.apply(plan_);
     return true;
   }
 
-  /// The plan of the on_step/on_reveal that just returned true: merge the rows, then move the
-  /// weights with the cells.
+  /// Per-layer plans: the move map of (layer, head) from the layer plan its last head's
+  /// on_step made and applied at this step, once.
+  bool on_layer_step(int layer, int head, std::vector<int32_t>& move_to) override {
+    if (layer != pending_layer_ || pending_[static_cast<size_t>(head)] == 0) return false;
+    pending_[static_cast<size_t>(head)] = 0;
+    moved_head_ = head;
+    move_to = layer_plans_[static_cast<size_t>(head)].move_to;
+    return true;
+  }
+
+  /// The plan of the on_step/on_layer_step/on_reveal that just returned true: merge the rows,
+  /// then move the weights with the cells.
   void on_move(int layer, int head, float* k, float* v, const int32_t* pos, int /*n_kv*/,
                int head_dim) override {
     if (!opt_.mass_bias) return;
     audiokv::attention_mass& mass = mass_[idx(layer, head)];
+    const audiokv::eviction_plan& moved =
+        moved_head_ < 0 ? plan_ : layer_plans_[static_cast<size_t>(moved_head_)];
     if (opt_.merge) {
-      mass.merge_evicted(plan_, pos, k, head_dim, head_dim);
-      mass.merge_evicted(plan_, pos, v, head_dim, head_dim);
+      mass.merge_evicted(moved, pos, k, head_dim, head_dim);
+      mass.merge_evicted(moved, pos, v, head_dim, head_dim);
     }
-    mass.apply(plan_, pos);
+    mass.apply(moved, pos);
   }
 
   const float* logit_bias(int layer, int head) const override {
@@ -188,6 +230,46 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     }
   }
 
+  /// One plan for every head of `layer` when it compresses at this step (the one-shot
+  /// compression, or with follow_trigger any head's trigger): each head plans, the plans are
+  /// shared (audiokv::share_layer_plan) and applied; on_layer_step hands out the move maps.
+  void plan_layer(int layer) {
+    const int heads = clip_.n_heads;
+    // Every head of a layer observes the same steps.
+    const int seen = observed_[idx(layer, 0)];
+    const bool compress = seen == opt_.observe_steps;
+    bool triggered = false;
+    if (!compress && seen > opt_.observe_steps && opt_.follow_trigger) {
+      for (int h = 0; h < heads; ++h)
+        triggered = triggered || policies_[idx(layer, h)]->wants_eviction();
+    }
+    if (!compress && !triggered) return;
+    for (int h = 0; h < heads; ++h) {
+      audiokv::eviction_policy& p = *policies_[idx(layer, h)];
+      audiokv::eviction_plan& out = layer_plans_[static_cast<size_t>(h)];
+      if (compress) {
+        p.plan_to(p.budget(), out);
+      } else {
+        p.plan(out);
+      }
+    }
+    audiokv::share_layer_plan(
+        audiokv::span<audiokv::eviction_plan>(layer_plans_.data(), layer_plans_.size()),
+        opt_.head_rule,
+        [&](int32_t h, int32_t c) {
+          const auto* cache =
+              dynamic_cast<const audiokv::tiered_cache<>*>(policies_[idx(layer, h)].get());
+          return cache != nullptr && cache->is_protected(c);
+        },
+        layer_ws_);
+    pending_layer_ = layer;
+    for (int h = 0; h < heads; ++h) {
+      const audiokv::eviction_plan& plan = layer_plans_[static_cast<size_t>(h)];
+      pending_[static_cast<size_t>(h)] = plan.empty() ? 0 : 1;
+      if (!plan.empty()) policies_[idx(layer, h)]->apply(plan);
+    }
+  }
+
   /// Frontier from the previous step's alignment-head peaks, passed to every AudioKV cache.
   void start_step(int step) {
     step_ = step;
@@ -219,6 +301,11 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   int32_t frontier_ = -1;
   int step_ = -1;
   audiokv::eviction_plan plan_;
+  std::vector<audiokv::eviction_plan> layer_plans_;  // [heads] per-layer plans of one layer
+  std::vector<uint8_t> pending_;                     // [heads] 1: move of layer_plans_[h] due
+  int pending_layer_ = -1;                           // layer whose moves on_layer_step hands out
+  audiokv::layer_plan_workspace layer_ws_;
+  int moved_head_ = -1;  // plan of the last move map handed out: plan_ (-1) or layer_plans_[h]
 };
 
 }  // namespace asr

