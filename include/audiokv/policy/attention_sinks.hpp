@@ -61,7 +61,8 @@ inline std::int32_t mark_attention_sinks(const attention_sinks_config& config,
   if (want <= 0) return marked;
   std::int32_t count = 0;
   for (std::int32_t j = 0; j < n; ++j) {
-    if (tier[j] == 0) order[count++] = j;
+    order[count] = j;  // written always, kept when unmarked: no branch on the tiers
+    count += tier[j] == 0 ? 1 : 0;
   }
   const std::int32_t take = std::min(want, count);
   // Highest (importance, position) first: the reverse of the eviction order.

@@ -66,15 +66,21 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
                                std::uint8_t* tier, std::int32_t* order) {
   if (!config.any() || n <= 0) return false;
   constexpr auto rest = static_cast<std::uint8_t>(speech_tier::rest);
+  constexpr auto sink = static_cast<std::uint8_t>(speech_tier::sink);
+  if (protected_cells != nullptr) {
+    for (std::int32_t j = 0; j < n; ++j) tier[j] = protected_cells[j] >= kept_level ? sink : rest;
+  } else {
+    std::fill(tier, tier + n, rest);
+  }
+  // scale = sum_k |raw_k| in index order (the rounding of the sum is part of the result).
+  double scale = 0.0;
   for (std::int32_t j = 0; j < n; ++j) {
-    const bool kept = protected_cells != nullptr && protected_cells[j] >= kept_level;
-    tier[j] = kept ? static_cast<std::uint8_t>(speech_tier::sink) : rest;
     raw[j] = score[j];
+    scale += std::fabs(static_cast<double>(score[j]));
   }
   std::int32_t sinks = 0;
   if (config.sinks.enabled) {
-    sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier,
-                                 static_cast<std::uint8_t>(speech_tier::sink), order);
+    sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier, sink, order);
   }
   const bool has_frontier =
       config.frontier.enabled && (frontier.given() || config.frontier.estimate);
@@ -84,8 +90,15 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
     if (frontier.given()) {
       at = frontier.position();
     } else {
+      // The first cell of highest importance.
       std::int32_t peak = 0;
-      for (std::int32_t j = 1; j < n; ++j) peak = importance[j] > importance[peak] ? j : peak;
+      float top = importance[0];
+      for (std::int32_t j = 1; j < n; ++j) {
+        if (importance[j] > top) {
+          top = importance[j];
+          peak = j;
+        }
+      }
       at = pos[peak];
     }
     const auto lookback = static_cast<std::int64_t>(
@@ -103,15 +116,17 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
                         config.coverage.silence_weight, tier,
                         static_cast<std::uint8_t>(speech_tier::floor), at);
   }
-  if (has_frontier) {
+  if (has_frontier && dense_from <= INT32_MAX) {
+    // pos >= dense_from, compared in 32 bits: dense_from clamped to the positions' range.
+    const auto from = static_cast<std::int32_t>(std::max<std::int64_t>(dense_from, INT32_MIN));
+    constexpr auto ahead = static_cast<std::uint8_t>(speech_tier::ahead);
+    static_assert(rest == 0, "an unmarked cell's tier is 0: tier | ahead is ahead");
     for (std::int32_t j = 0; j < n; ++j) {
-      if (tier[j] == rest && pos[j] >= dense_from) {
-        tier[j] = static_cast<std::uint8_t>(speech_tier::ahead);
-      }
+      const auto unmarked = static_cast<std::uint8_t>(tier[j] == rest);
+      const auto reached = static_cast<std::uint8_t>(pos[j] >= from);
+      tier[j] = static_cast<std::uint8_t>(tier[j] | (unmarked & reached & ahead));
     }
   }
-  double scale = 0.0;
-  for (std::int32_t j = 0; j < n; ++j) scale += std::fabs(static_cast<double>(raw[j]));
   scale = scale > 0.0 ? static_cast<double>(n) / scale : 0.0;
   for (std::int32_t j = 0; j < n; ++j) {
     const double x = static_cast<double>(raw[j]) * scale;

@@ -50,6 +50,13 @@ inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int6
   return past * static_cast<double>(split - from) + static_cast<double>(to - split);
 }
 
+/// ceil(x) for a finite |x| < 2^62, without the libm call: truncation toward zero, plus one for
+/// a positive fraction.
+inline std::int64_t ceil_to_int(double x) {
+  const auto t = static_cast<std::int64_t>(x);
+  return t + (x > static_cast<double>(t) ? 1 : 0);
+}
+
 }  // namespace detail
 
 /// @brief Marks the coverage floor: tier[j] = floor_tier for the chosen cells.
@@ -82,7 +89,6 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
   if (n <= 0 || floor <= 0 || segment_frames <= 0) return 0;
   const std::int64_t seg = segment_frames;
   const std::int64_t first = pos[0], end = static_cast<std::int64_t>(pos[n - 1]) + 1;
-  auto segment_of = [&](std::int64_t p) { return p >= 0 ? p / seg : -((-p + seg - 1) / seg); };
   // The segment whose first cell is a: its cells [a, b), its span [lo, hi) and its weight w_k.
   struct segment {
     std::int32_t b;
@@ -90,12 +96,16 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     double weight;
   };
   auto segment_at = [&](std::int32_t a) {
-    const std::int64_t k = segment_of(pos[a]);
+    // k = floor(pos[a] / S); positions ascend, so the segment's cells are those before (k + 1) S.
+    const std::int64_t p = pos[a];
+    const std::int64_t k = p >= 0 ? p / seg : -((-p + seg - 1) / seg);
+    const std::int64_t next = (k + 1) * seg;
     std::int32_t b = a;
+    while (b < n && pos[b] < next) ++b;
     double voiced = 0.0;
-    while (b < n && segment_of(pos[b]) == k) voiced += voice[b++];
+    for (std::int32_t j = a; j < b; ++j) voiced += voice[j];
     const std::int64_t lo = k * seg < first ? first : k * seg;
-    const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
+    const std::int64_t hi = next > end ? end : next;
     const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
     return segment{b, lo, hi,
                    factor * detail::coverage_time_weight(lo, hi, dense_from, past_density)};
@@ -123,23 +133,32 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     const double width = static_cast<double>(hi - lo) / static_cast<double>(quota > 0 ? quota : 1);
     std::int32_t c = a;
     for (std::int64_t s = 0; s < quota; ++s) {
+      // Sub-span s is [from, to) in real time; an integer position p lies before x exactly when
+      // p < ceil(x), so the cells are compared with ceil(from) and ceil(to) as integers.
       const double from = static_cast<double>(lo) + width * static_cast<double>(s);
       const double to = from + width;
       const double centre = from + 0.5 * width;
-      while (c < b && static_cast<double>(pos[c]) < from) ++c;
+      const std::int64_t from_cell = detail::ceil_to_int(from), to_cell = detail::ceil_to_int(to);
+      while (c < b && pos[c] < from_cell) ++c;
+      // The best cell so far, its score (0 when not scored) and |pos[best] - centre|; a cell
+      // replaces it on a higher score, or on an equal one nearer the centre. Selected without
+      // branches: the scores within a sub-span are in no predictable order.
       std::int32_t best = -1;
+      float best_score = 0.0f;
+      double best_offset = 0.0;
       bool covered = false;  // a cell kept already (sink, protected) stands for the sub-span
-      for (std::int32_t j = c; j < b && static_cast<double>(pos[j]) < to; ++j) {
+      for (std::int32_t j = c; j < b && pos[j] < to_cell; ++j) {
         if (tier[j] != 0) {
           covered = true;
           break;
         }
         const float sj = pos[j] <= scored_until ? score[j] : 0.0f;
-        const float sb = best < 0 ? 0.0f : pos[best] <= scored_until ? score[best] : 0.0f;
-        if (best < 0 || sj > sb ||
-            (sj == sb && std::fabs(pos[j] - centre) < std::fabs(pos[best] - centre))) {
-          best = j;
-        }
+        const double offset = std::fabs(pos[j] - centre);
+        const bool better =
+            (best < 0) | (sj > best_score) | ((sj == best_score) & (offset < best_offset));
+        best = better ? j : best;
+        best_score = better ? sj : best_score;
+        best_offset = better ? offset : best_offset;
       }
       if (best >= 0 && !covered) {
         tier[best] = floor_tier;
