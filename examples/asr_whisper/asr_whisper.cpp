@@ -585,7 +585,8 @@ int run(int argc, char** argv) {
            << ",\"mean_kv_bytes\":" << fmt(r.mean_kv_bytes, 0)
            << ",\"mean_dense_kv_bytes\":" << fmt(r.mean_dense_kv_bytes, 0) << ",\"peak_kv_bytes\":"
            << r.peak_cells * 2L * model.head_dim() * static_cast<long>(sizeof(float))
-           << ",\"reveals\":" << r.reveals << ",\"attention_rel_error\":"
+           << ",\"reveals\":" << r.reveals << ",\"rows_moved\":" << r.rows_moved
+           << ",\"evicting_moves\":" << r.evicting_moves << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

@@ -36,6 +36,12 @@ struct decode_result {
   long peak_cells = 0;
   /// Streaming: chunks revealed after the first.
   int reveals = 0;
+  /// Kept cells that changed slot, summed over every move map (layer, head): the K/V row
+  /// copies of a time-ordered compaction of per-head rows. When every head of a layer applies
+  /// the same map, rows holding all heads of a cell copy rows_moved / heads times.
+  long rows_moved = 0;
+  /// Move maps that evicted at least one cell, over all (layer, head).
+  int evicting_moves = 0;
 };
 
 /// @brief The streaming protocol's settings (whisper_decoder::decode_streaming).
@@ -109,6 +115,12 @@ class whisper_decoder {
     std::vector<int32_t> move_to, peaks;
     // The hook's move map for (l, h): the hook may first rewrite the rows, then they compact.
     auto move = [&](int l, int h) {
+      bool evicts = false;
+      for (size_t i = 0; i < move_to.size(); ++i) {
+        evicts = evicts || move_to[i] < 0;
+        res.rows_moved += move_to[i] >= 0 && move_to[i] != static_cast<int32_t>(i) ? 1 : 0;
+      }
+      res.evicting_moves += evicts ? 1 : 0;
       hook.on_move(l, h, cache.k_ptr(l, h), cache.v_ptr(l, h), cache.pos_ptr(l, h),
                    cache.n_kv(l, h), cache.head_dim());
       cache.apply_move(l, h, move_to, hook.tiers(l, h));
