@@ -30,6 +30,14 @@ class capacity_forecast {
   /// Steps observed so far.
   std::int64_t steps() const noexcept { return steps_; }
 
+  /// Sets the estimates to values a forecast with this configuration reached before (a
+  /// restored snapshot): rate and peak finite and >= 0, steps >= 0, which the caller checked.
+  void restore_state(float rate, float peak, std::int64_t steps) noexcept {
+    rate_ = rate;
+    peak_ = peak;
+    steps_ = steps;
+  }
+
   /// Records that one decode step appended `frames_appended` frames. No allocation.
   /// @throws audiokv::error when frames_appended < 0 (nothing changes).
   void observe_step(std::int32_t frames_appended) {

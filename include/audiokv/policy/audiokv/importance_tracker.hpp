@@ -99,6 +99,52 @@ class importance_tracker {
     compact_array(evaluated_, plan);
   }
 
+  /// Bytes save() writes for `n` cells.
+  std::size_t snapshot_bytes(std::int32_t n) const noexcept {
+    return static_cast<std::size_t>(n) * (4 + 1) + static_cast<std::size_t>(num_speakers_) * 4 + 8 +
+           8;
+  }
+
+  /// Writes the importance and evaluation flag of cells [0, n), the speaker baselines and the
+  /// drift state (global_std_, drift_history_). The per-step speaker sums are scratch that
+  /// every observe() clears first, so they are not state.
+  void save(snapshot_writer& w, std::int32_t n) const noexcept {
+    for (std::int32_t j = 0; j < n; ++j) w.f32(importance_[j]);
+    for (std::int32_t j = 0; j < n; ++j) w.u8(evaluated_[j]);
+    for (std::int32_t s = 0; s < num_speakers_; ++s) w.f32(baseline_[s]);
+    w.f64(global_std_);
+    w.i64(drift_history_);
+  }
+
+  /// Reads what save() wrote, checking each value (importance and baselines finite and >= 0,
+  /// flags 0 or 1, global std finite and >= 0, drift history >= 0); writes only when `commit`.
+  /// Allocates nothing (n <= the reserved capacity, checked by the caller).
+  void load(snapshot_reader& r, std::int32_t n, bool commit) {
+    for (std::int32_t j = 0; j < n; ++j) {
+      const float v = r.f32();
+      r.check(std::isfinite(v) && v >= 0.0f, v, "importance", j, "must be finite and >= 0");
+      if (commit) importance_[j] = v;
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      const bool e = r.flag("evaluated", j);
+      if (commit) evaluated_[j] = e ? 1 : 0;
+    }
+    for (std::int32_t s = 0; s < num_speakers_; ++s) {
+      const float v = r.f32();
+      r.check(std::isfinite(v) && v >= 0.0f, v, "baseline", s, "must be finite and >= 0");
+      if (commit) baseline_[s] = v;
+    }
+    const double global_std = r.f64();
+    r.check(std::isfinite(global_std) && global_std >= 0.0, global_std, "global_std",
+            "must be finite and >= 0");
+    const std::int64_t history = r.i64();
+    r.check(history >= 0, history, "drift_history", "must be >= 0");
+    if (commit) {
+      global_std_ = global_std;
+      drift_history_ = history;
+    }
+  }
+
   const float* importance() const noexcept { return importance_.data(); }
   const std::uint8_t* evaluated() const noexcept { return evaluated_.data(); }
   const float* baselines() const noexcept { return baseline_.data(); }

@@ -233,6 +233,197 @@ class tiered_cache final : public eviction_policy {
     pending_frames_ = 0;
   }
 
+  /// Version of the byte format snapshot() writes and restore() reads.
+  static constexpr std::uint32_t snapshot_version = 1;
+
+  /// Fingerprint of what a snapshot may be restored into: FNV-1a 64 over every
+  /// audiokv_config field (floats by their bits) and the pipeline's shape (stage count, each
+  /// stage's size and alignment). The stages' parameters are not part of it (they are kept by
+  /// restore(), as by reset()).
+  std::uint64_t config_fingerprint() const noexcept {
+    std::byte buf[256];
+    detail::snapshot_writer w(buf);
+    const audiokv_config& c = config_;
+    w.i32(c.budget);
+    w.i32(c.capacity);
+    w.f32(c.split.base);
+    w.f32(c.split.buffer);
+    w.f32(c.split.emergency);
+    w.f32(c.trigger);
+    w.f32(c.alpha);
+    w.u8(c.neighbour_prior ? 1 : 0);
+    w.f32(c.evaluation_share);
+    w.f32(c.base_rate);
+    w.f32(c.lambda);
+    w.f32(c.voice_weight);
+    w.i32(c.boundary_radius);
+    w.f32(c.boundary_horizon_ms);
+    w.f32(c.min_retention_ms);
+    w.f32(c.frame_ms);
+    w.i32(c.num_speakers);
+    w.f32(c.baseline_rate);
+    w.i32(c.drift_window);
+    w.f32(c.drift_factor);
+    w.u8(static_cast<std::uint8_t>(c.prior));
+    w.u8(c.prefetch.enabled ? 1 : 0);
+    w.f32(c.prefetch.beta);
+    w.f32(c.prefetch.decay);
+    w.i32(c.prefetch.horizon_steps);
+    w.f32(c.prefetch.margin);
+    w.i32(c.prefetch.min_burst_frames);
+    w.i32(c.prefetch.granularity);
+    w.u8(c.speech.sinks.enabled ? 1 : 0);
+    w.i32(c.speech.sinks.first);
+    w.i32(c.speech.sinks.observed);
+    w.f32(c.speech.sinks.max_share);
+    w.u8(c.speech.coverage.enabled ? 1 : 0);
+    w.f32(c.speech.coverage.segment_ms);
+    w.f32(c.speech.coverage.share);
+    w.f32(c.speech.coverage.silence_weight);
+    w.u8(c.speech.frontier.enabled ? 1 : 0);
+    w.u8(c.speech.frontier.estimate ? 1 : 0);
+    w.i32(c.speech.frontier.filter);
+    w.f32(c.speech.frontier.lookback_ms);
+    w.f32(c.speech.frontier.past_density);
+    w.u64(sizeof(Pipeline));
+    w.u64(alignof(Pipeline));
+    pipeline_shape(w, static_cast<const Pipeline*>(nullptr));
+    return detail::fnv1a64(buf, w.written());
+  }
+
+  /// Bytes snapshot() writes now: 48 header bytes, 23 per cell, 4 per speaker, 130 of other
+  /// state and an 8-byte checksum.
+  std::size_t snapshot_size() const noexcept { return snapshot_bytes(store_.size()); }
+
+  /// Writes the cache's mutable state into out[0, snapshot_size()), for preemption or swap.
+  ///
+  /// Format (version snapshot_version, every value little-endian): header: magic
+  /// "AKVSNAP\0", u32 version, u32 0, u64 total size, u64 config_fingerprint(), i32
+  /// capacity(), i32 num_cells(), i32 num_speakers, i32 0; cells: newest position, has-frames
+  /// byte, u64 generation, then per-cell arrays pos, speaker, voice, flags, prior, tier,
+  /// importance, evaluated; speaker baselines; drift state (f64 running std, i64 steps);
+  /// statistics (9 x i64); prefetch forecast (f32 rate, f32 peak, i64 steps); the engine's
+  /// alignment position (byte given, i32 position); i64 pending_frames(); then the u64 FNV-1a
+  /// 64 of every byte before it. The pipeline's parameters and id() are not written.
+  /// Allocates nothing. Threads: const, so it may run beside plan() and other readers.
+  /// @throws audiokv::error naming "out.size()" when it is below snapshot_size() (nothing is
+  ///         written).
+  void snapshot(span<std::byte> out) const {
+    const std::size_t total = snapshot_size();
+    AUDIOKV_REQUIRE(
+        out.size() >= total, "tiered_cache::snapshot", "out.size()", out.size(),
+        detail::describe("must be at least snapshot_size() = ", total, " bytes").c_str());
+    detail::snapshot_writer w(out.data());
+    w.u64(snapshot_magic);
+    w.u32(snapshot_version);
+    w.u32(0);
+    w.u64(total);
+    w.u64(config_fingerprint());
+    w.i32(store_.capacity());
+    w.i32(store_.size());
+    w.i32(config_.num_speakers);
+    w.i32(0);
+    store_.save(w);
+    importance_.save(w, store_.size());
+    for (const std::int64_t v : stats_values(stats_)) w.i64(v);
+    w.f32(forecast_.rate());
+    w.f32(forecast_.peak());
+    w.i64(forecast_.steps());
+    // The frontier's estimate is fed by observe_peak(), which this cache never calls: its only
+    // state here is the engine's position.
+    w.u8(frontier_.given() ? 1 : 0);
+    w.i32(frontier_.given() ? frontier_.position() : 0);
+    w.i64(pending_frames_);
+    w.u64(detail::fnv1a64(out.data(), w.written()));
+  }
+
+  /// Replaces the cache's state by a snapshot() of a cache with the same configuration and
+  /// pipeline shape (config_fingerprint()) and the same capacity(), so that every later call
+  /// behaves bit for bit as it would have on the cache that wrote it.
+  ///
+  /// Checks everything before changing anything, in order: the length against the header,
+  /// magic, version, the total size, counts (num_cells <= capacity), the checksum, the
+  /// fingerprint, the capacity, then every value (positions strictly ascending, speakers in
+  /// [0, num_speakers), voice in [0, 1], finite priors, importance and baselines, valid tiers,
+  /// 0/1 flags, sinks that fit the emergency pool, non-negative counters and estimates).
+  /// Kept: id(), the pipeline and its parameters, capacity(). The plan generation becomes
+  /// greater than both the cache's and the snapshot's, so every plan made before is stale.
+  /// Allocates nothing. Threads: a mutating call (exclusive access).
+  /// @throws audiokv::error naming "snapshot", whose message says what is wrong ("truncated:
+  ///         812 of 4096 bytes", "checksum mismatch", "config fingerprint differs", ...); the
+  ///         cache is then unchanged.
+  void restore(span<const std::byte> in) {
+    constexpr const char* where = "tiered_cache::restore";
+    const std::size_t size = in.size();
+    if (size < snapshot_header_bytes + 8) {
+      detail::throw_invalid(where, "snapshot", detail::describe(size, " bytes").c_str(),
+                            detail::describe("truncated: ", size, " of at least ",
+                                             snapshot_header_bytes + 8, " bytes")
+                                .c_str());
+    }
+    detail::snapshot_reader header(where, in.data());
+    const std::uint64_t magic = header.u64();
+    header.check(magic == snapshot_magic, magic, "magic",
+                 "is not an audiokv tiered_cache snapshot's (\"AKVSNAP\\0\")");
+    const std::uint32_t version = header.u32();
+    // Messages with numbers are built only on failure, so an accepted restore allocates nothing.
+    if (version != snapshot_version) {
+      header.check(
+          false, version, "format version",
+          detail::describe("is not supported (this build reads version ", snapshot_version, ")")
+              .c_str());
+    }
+    const std::uint32_t reserved = header.u32();
+    header.check(reserved == 0, reserved, "header word 3", "must be 0");
+    const std::uint64_t total = header.u64();
+    const std::uint64_t fingerprint = header.u64();
+    const std::int32_t capacity = header.i32();
+    const std::int32_t cells = header.i32();
+    const std::int32_t speakers = header.i32();
+    const std::int32_t reserved2 = header.i32();
+    header.check(reserved2 == 0, reserved2, "header word 11", "must be 0");
+    header.check(cells >= 0 && cells <= capacity, cells, "num_cells",
+                 "must be in [0, capacity] of the snapshot");
+    header.check(speakers == config_.num_speakers, speakers, "num_speakers",
+                 "differs from this cache's config.num_speakers");
+    const std::size_t expected = snapshot_bytes(cells);
+    if (total != expected) {
+      header.check(false, total, "total size",
+                   detail::describe("disagrees with its counts (", expected, " bytes)").c_str());
+    }
+    if (size != total) {
+      detail::throw_invalid(
+          where, "snapshot", detail::describe(size, " bytes").c_str(),
+          (size < total
+               ? detail::describe("truncated: ", size, " of ", total, " bytes")
+               : detail::describe("trailing bytes: ", size, " bytes, the snapshot has ", total))
+              .c_str());
+    }
+    detail::snapshot_reader tail(where, in.data() + (size - 8));
+    const std::uint64_t stored_sum = tail.u64();
+    const std::uint64_t sum = detail::fnv1a64(in.data(), size - 8);
+    if (stored_sum != sum) {
+      detail::throw_invalid(where, "snapshot", detail::describe(size, " bytes").c_str(),
+                            "checksum mismatch (FNV-1a 64 of the payload): corrupt snapshot");
+    }
+    const std::uint64_t own = config_fingerprint();
+    if (fingerprint != own) {
+      header.check(false, fingerprint, "config fingerprint",
+                   detail::describe("differs from this cache's (", own,
+                                    "): the snapshot was made with another configuration or "
+                                    "pipeline")
+                       .c_str());
+    }
+    if (capacity != store_.capacity()) {
+      header.check(false, capacity, "capacity",
+                   detail::describe("differs from this cache's capacity() = ", store_.capacity(),
+                                    capacity > store_.capacity() ? " (reserve() it first)" : "")
+                       .c_str());
+    }
+    load_state(in.data(), cells, /*commit=*/false);  // throws on the first bad value
+    load_state(in.data(), cells, /*commit=*/true);
+  }
+
   /// Prefetch: ends one decode step of the forecast and reserves capacity ahead of need.
   ///
   /// The frames append()ed since the previous call count as one step's arrivals
@@ -314,6 +505,66 @@ class tiered_cache final : public eviction_policy {
     std::int32_t count = 0;
     for (std::int32_t j = 0; j < store_.size(); ++j) count += (store_.flags()[j] & flag) != 0;
     return count;
+  }
+
+  static constexpr std::uint64_t snapshot_magic = 0x0050414E53564B41ull;  // "AKVSNAP\0"
+  static constexpr std::size_t snapshot_header_bytes = 48;
+  static constexpr std::size_t snapshot_stats_count = 9;
+
+  std::size_t snapshot_bytes(std::int32_t cells) const noexcept {
+    return snapshot_header_bytes + detail::cell_store::snapshot_bytes(cells) +
+           importance_.snapshot_bytes(cells) + snapshot_stats_count * 8 + (4 + 4 + 8) + (1 + 4) +
+           8 + 8;
+  }
+
+  struct stats_array {
+    std::int64_t v[snapshot_stats_count];
+    const std::int64_t* begin() const noexcept { return v; }
+    const std::int64_t* end() const noexcept { return v + snapshot_stats_count; }
+  };
+  static stats_array stats_values(const audiokv_stats& s) noexcept {
+    return {{s.steps, s.evictions, s.cells_evicted, s.promotions, s.demotions,
+             s.emergency_evictions, s.protections_released, s.drift_resets, s.reservations}};
+  }
+
+  template <class... Stages>
+  static void pipeline_shape(detail::snapshot_writer& w,
+                             const smoothing_pipeline<Stages...>*) noexcept {
+    w.u64(sizeof...(Stages));
+    (w.u64(sizeof(Stages)), ...);
+    (w.u64(alignof(Stages)), ...);
+  }
+  static void pipeline_shape(detail::snapshot_writer&, const void*) noexcept {}
+
+  // Reads the state after a header restore() checked; writes it only when `commit`.
+  void load_state(const std::byte* in, std::int32_t cells, bool commit) {
+    detail::snapshot_reader r("tiered_cache::restore", in + snapshot_header_bytes);
+    store_.load(r, cells, pools_.emergency_cells(), commit);
+    importance_.load(r, cells, commit);
+    std::int64_t counters[snapshot_stats_count];
+    for (std::int64_t& c : counters) {
+      c = r.i64();
+      r.check(c >= 0, c, "stats", "counters must be >= 0");
+    }
+    const float rate = r.f32();
+    // Both are averages of frames per step, which never exceed max_forecast_cells.
+    constexpr float most = static_cast<float>(core::max_forecast_cells);
+    r.check(rate >= 0.0f && rate <= most, rate, "forecast rate", "must be in [0, 2^31]");
+    const float peak = r.f32();
+    r.check(peak >= 0.0f && peak <= most, peak, "forecast peak", "must be in [0, 2^31]");
+    const std::int64_t forecast_steps = r.i64();
+    r.check(forecast_steps >= 0, forecast_steps, "forecast steps", "must be >= 0");
+    const bool given = r.flag("alignment position given");
+    const std::int32_t position = r.i32();
+    const std::int64_t pending = r.i64();
+    r.check(pending >= 0, pending, "pending_frames", "must be >= 0");
+    if (!commit) return;
+    stats_ = audiokv_stats{counters[0], counters[1], counters[2], counters[3], counters[4],
+                           counters[5], counters[6], counters[7], counters[8]};
+    forecast_.restore_state(rate, peak, forecast_steps);
+    frontier_ = alignment_frontier(config_.speech.frontier.filter);
+    if (given) frontier_.set_position(position);
+    pending_frames_ = pending;
   }
 
   detail::planner<Pipeline> make_planner() const noexcept {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,115 @@ inline span<const float> group_rows(const float* attention, std::int32_t group_s
       group_size >= 1 && num_cells >= 0 ? static_cast<std::int64_t>(group_size) * num_cells : 0;
   return span<const float>(attention, static_cast<std::size_t>(length));
 }
+
+/// FNV-1a 64 of [data, data + n), continuing from `hash` (offset basis 14695981039346656037,
+/// prime 1099511628211).
+inline std::uint64_t fnv1a64(const std::byte* data, std::size_t n,
+                             std::uint64_t hash = 14695981039346656037ull) noexcept {
+  for (std::size_t i = 0; i < n; ++i) {
+    hash ^= static_cast<std::uint64_t>(data[i]);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+/// Writes little-endian fixed-width values to a byte buffer the caller sized.
+class snapshot_writer {
+ public:
+  explicit snapshot_writer(std::byte* out) noexcept : out_(out) {}
+  void u8(std::uint8_t v) noexcept { out_[at_++] = static_cast<std::byte>(v); }
+  void u32(std::uint32_t v) noexcept {
+    for (int b = 0; b < 4; ++b) u8(static_cast<std::uint8_t>(v >> (8 * b)));
+  }
+  void u64(std::uint64_t v) noexcept {
+    for (int b = 0; b < 8; ++b) u8(static_cast<std::uint8_t>(v >> (8 * b)));
+  }
+  void i32(std::int32_t v) noexcept { u32(static_cast<std::uint32_t>(v)); }
+  void i64(std::int64_t v) noexcept { u64(static_cast<std::uint64_t>(v)); }
+  void f32(float v) noexcept {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    u32(bits);
+  }
+  void f64(double v) noexcept {
+    std::uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    u64(bits);
+  }
+  std::size_t written() const noexcept { return at_; }
+  const std::byte* data() const noexcept { return out_; }
+
+ private:
+  std::byte* out_;
+  std::size_t at_ = 0;
+};
+
+/// Reads little-endian fixed-width values from a byte buffer whose length the caller checked.
+/// check() throws audiokv::error naming "snapshot" with `where` and the message.
+class snapshot_reader {
+ public:
+  snapshot_reader(const char* where, const std::byte* in) noexcept : where_(where), in_(in) {}
+  std::uint8_t u8() noexcept { return static_cast<std::uint8_t>(in_[at_++]); }
+  std::uint32_t u32() noexcept {
+    std::uint32_t v = 0;
+    for (int b = 0; b < 4; ++b) v |= static_cast<std::uint32_t>(u8()) << (8 * b);
+    return v;
+  }
+  std::uint64_t u64() noexcept {
+    std::uint64_t v = 0;
+    for (int b = 0; b < 8; ++b) v |= static_cast<std::uint64_t>(u8()) << (8 * b);
+    return v;
+  }
+  std::int32_t i32() noexcept { return static_cast<std::int32_t>(u32()); }
+  std::int64_t i64() noexcept { return static_cast<std::int64_t>(u64()); }
+  float f32() noexcept {
+    const std::uint32_t bits = u32();
+    float v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+  double f64() noexcept {
+    const std::uint64_t bits = u64();
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    return v;
+  }
+  /// A 0/1 byte; anything else throws naming `field` (with `index` when >= 0).
+  bool flag(const char* field, long long index = -1) {
+    const std::uint8_t v = u8();
+    check(v <= 1, static_cast<int>(v), field, index, "must be 0 or 1");
+    return v != 0;
+  }
+  /// Unless `ok`, throws audiokv::error naming "snapshot", whose message gives the value, the
+  /// field (field[index] when index >= 0), the expectation and the byte offset after the field.
+  /// The message is built only on failure, so a passing check allocates nothing.
+  template <class Value>
+  void check(bool ok, const Value& value, const char* field, long long index,
+             const char* expectation) const {
+    if (!ok) fail(value, field, index, expectation);
+  }
+  /// check() of a field without index.
+  template <class Value>
+  void check(bool ok, const Value& value, const char* field, const char* expectation) const {
+    if (!ok) fail(value, field, -1, expectation);
+  }
+  std::size_t offset() const noexcept { return at_; }
+  const char* where() const noexcept { return where_; }
+
+ private:
+  template <class Value>
+  [[noreturn]] void fail(const Value& value, const char* field, long long index,
+                         const char* expectation) const {
+    const std::string name = index >= 0 ? indexed(field, index) : std::string(field);
+    throw_invalid(
+        where_, "snapshot", value,
+        (name + " " + expectation + " (field ending at byte " + std::to_string(at_) + ")").c_str());
+  }
+
+  const char* where_;
+  const std::byte* in_;
+  std::size_t at_ = 0;
+};
 
 /// Compacts one per-cell array by a plan's move map (kept entries keep their order).
 template <class T>
@@ -307,6 +417,81 @@ class cell_store {
       AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
                           tier_[slot] == pool_tier::base,
                       where, "plan.demote", slot, "must name a kept base-pool cell");
+    }
+  }
+
+  /// Bytes save() writes for `n` cells.
+  static constexpr std::size_t snapshot_bytes(std::int32_t n) noexcept {
+    return 4 + 1 + 8 + static_cast<std::size_t>(n) * (4 + 4 + 4 + 1 + 4 + 1);
+  }
+
+  /// Writes newest_pos, has_frames, generation and each cell's pos, speaker, voice, flags,
+  /// prior and tier (snapshot_bytes(size()) bytes). The identity is not written.
+  void save(snapshot_writer& w) const noexcept {
+    w.i32(newest_pos_);
+    w.u8(has_frames_ ? 1 : 0);
+    w.u64(generation_);
+    for (std::int32_t j = 0; j < size_; ++j) w.i32(pos_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.i32(speaker_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.f32(voice_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.u8(flags_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.f32(prior_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.u8(static_cast<std::uint8_t>(tier_[j]));
+  }
+
+  /// Reads what save() wrote for `n` <= capacity() cells, checking every value as append()
+  /// would (positions strictly ascending and at most newest_pos, speakers in [0,
+  /// num_speakers), voice in [0, 1], finite priors, tiers valid, at most `max_sinks` sinks);
+  /// throws through `r` on the first bad one. Writes the store only when `commit` (a second
+  /// pass over input the first pass accepted); the generation then becomes
+  /// max(generation(), saved) + 1, so every plan made before is stale. Allocates nothing.
+  void load(snapshot_reader& r, std::int32_t n, std::int32_t max_sinks, bool commit) {
+    const std::int32_t newest = r.i32();
+    const bool has_frames = r.flag("has_frames");
+    const std::uint64_t generation = r.u64();
+    r.check(n == 0 || has_frames, n, "num_cells", "must be 0 when no frame was appended");
+    std::int64_t previous = INT64_MIN;
+    for (std::int32_t j = 0; j < n; ++j) {
+      const std::int32_t p = r.i32();
+      r.check(p > previous && p <= newest, p, "pos", j,
+              "must exceed the previous cell's position and not exceed newest_pos");
+      previous = p;
+      if (commit) pos_[j] = p;
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      const std::int32_t s = r.i32();
+      r.check(s >= 0 && s < num_speakers_, s, "speaker", j, "must be in [0, num_speakers)");
+      if (commit) speaker_[j] = s;
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      const float v = r.f32();
+      r.check(std::isfinite(v) && v >= 0.0f && v <= 1.0f, v, "voice", j, "must be in [0, 1]");
+      if (commit) voice_[j] = v;
+    }
+    std::int32_t sinks = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      const std::uint8_t f = r.u8();
+      sinks += (f & frame_flag_sink) != 0;
+      r.check(sinks <= max_sinks, static_cast<int>(f), "flags", j,
+              "is one sink too many for the emergency pool");
+      if (commit) flags_[j] = f;
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      const float v = r.f32();
+      r.check(std::isfinite(v), v, "prior", j, "must be finite");
+      if (commit) prior_[j] = v;
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      const std::uint8_t t = r.u8();
+      r.check(t <= static_cast<std::uint8_t>(pool_tier::emergency), static_cast<int>(t), "tier", j,
+              "must be 0 (buffer), 1 (base) or 2 (emergency)");
+      if (commit) tier_[j] = static_cast<pool_tier>(t);
+    }
+    if (commit) {
+      size_ = n;
+      newest_pos_ = newest;
+      has_frames_ = has_frames;
+      generation_ = (generation > generation_ ? generation : generation_) + 1;
     }
   }
 
