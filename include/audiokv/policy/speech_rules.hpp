@@ -72,35 +72,37 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   } else {
     std::fill(tier, tier + n, rest);
   }
-  // scale = sum_k |raw_k| in index order (the rounding of the sum is part of the result).
+  const bool has_frontier =
+      config.frontier.enabled && (frontier.given() || config.frontier.estimate);
+  // scale = sum_k |raw_k| in index order (the rounding of the sum is part of the result); when
+  // the frontier is estimated, the same pass finds the first cell of highest importance (two
+  // independent dependency chains side by side).
   double scale = 0.0;
-  for (std::int32_t j = 0; j < n; ++j) {
-    raw[j] = score[j];
-    scale += std::fabs(static_cast<double>(score[j]));
+  std::int32_t peak = 0;
+  if (has_frontier && !frontier.given()) {
+    float top = importance[0];
+    for (std::int32_t j = 0; j < n; ++j) {
+      raw[j] = score[j];
+      scale += std::fabs(static_cast<double>(score[j]));
+      if (importance[j] > top) {
+        top = importance[j];
+        peak = j;
+      }
+    }
+  } else {
+    for (std::int32_t j = 0; j < n; ++j) {
+      raw[j] = score[j];
+      scale += std::fabs(static_cast<double>(score[j]));
+    }
   }
   std::int32_t sinks = 0;
   if (config.sinks.enabled) {
     sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier, sink, order);
   }
-  const bool has_frontier =
-      config.frontier.enabled && (frontier.given() || config.frontier.estimate);
   std::int64_t at = INT64_MAX;  // the frontier's position
   std::int64_t dense_from = INT64_MIN;
   if (has_frontier) {
-    if (frontier.given()) {
-      at = frontier.position();
-    } else {
-      // The first cell of highest importance.
-      std::int32_t peak = 0;
-      float top = importance[0];
-      for (std::int32_t j = 1; j < n; ++j) {
-        if (importance[j] > top) {
-          top = importance[j];
-          peak = j;
-        }
-      }
-      at = pos[peak];
-    }
+    at = frontier.given() ? frontier.position() : pos[peak];
     const auto lookback = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(config.frontier.lookback_ms) / frame_ms - 1e-6));
     dense_from = at - lookback;

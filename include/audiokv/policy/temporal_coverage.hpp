@@ -50,13 +50,6 @@ inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int6
   return past * static_cast<double>(split - from) + static_cast<double>(to - split);
 }
 
-/// ceil(x) for a finite |x| < 2^62, without the libm call: truncation toward zero, plus one for
-/// a positive fraction.
-inline std::int64_t ceil_to_int(double x) {
-  const auto t = static_cast<std::int64_t>(x);
-  return t + (x > static_cast<double>(t) ? 1 : 0);
-}
-
 }  // namespace detail
 
 /// @brief Marks the coverage floor: tier[j] = floor_tier for the chosen cells.
@@ -95,35 +88,75 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     std::int64_t lo, hi;
     double weight;
   };
-  auto segment_at = [&](std::int32_t a) {
-    // k = floor(pos[a] / S); positions ascend, so the segment's cells are those before (k + 1) S.
+  // The segment k = floor(pos[a] / S) of cell a and its end b: positions ascend, so its cells
+  // are those before (k + 1) S.
+  auto segment_end = [&](std::int32_t a, std::int64_t& k) {
     const std::int64_t p = pos[a];
-    const std::int64_t k = p >= 0 ? p / seg : -((-p + seg - 1) / seg);
+    k = p >= 0 ? p / seg : -((-p + seg - 1) / seg);
     const std::int64_t next = (k + 1) * seg;
     std::int32_t b = a;
     while (b < n && pos[b] < next) ++b;
-    double voiced = 0.0;
-    for (std::int32_t j = a; j < b; ++j) voiced += voice[j];
+    return b;
+  };
+  // voiced: the sum of voice[a..b) in index order.
+  auto segment_of = [&](std::int32_t a, std::int32_t b, std::int64_t k, double voiced) {
     const std::int64_t lo = k * seg < first ? first : k * seg;
-    const std::int64_t hi = next > end ? end : next;
+    const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
     const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
     return segment{b, lo, hi,
                    factor * detail::coverage_time_weight(lo, hi, dense_from, past_density)};
   };
-  // Pass 1: the total weight W.
+  auto segment_at = [&](std::int32_t a) {
+    std::int64_t k = 0;
+    const std::int32_t b = segment_end(a, k);
+    double voiced = 0.0;
+    for (std::int32_t j = a; j < b; ++j) voiced += voice[j];
+    return segment_of(a, b, k, voiced);
+  };
+  // Pass 1: the total weight W. Two segments' voice sums run side by side (each in its own
+  // index order, so with its own rounding); the first kept_segments segments (16 KiB of stack)
+  // are kept for pass 2, which recomputes the later ones identically.
+  constexpr std::int32_t kept_segments = 512;
+  segment kept[kept_segments];
+  std::int32_t segments = 0;
+  auto keep_segment = [&](const segment& sg) {
+    if (segments < kept_segments) kept[segments] = sg;
+    ++segments;
+  };
   double total = 0.0;
   for (std::int32_t a = 0; a < n;) {
-    const segment sg = segment_at(a);
-    total += sg.weight;
-    a = sg.b;
+    std::int64_t k1 = 0, k2 = 0;
+    const std::int32_t b1 = segment_end(a, k1);
+    if (b1 == n) {
+      const segment sg = segment_at(a);
+      keep_segment(sg);
+      total += sg.weight;
+      break;
+    }
+    const std::int32_t b2 = segment_end(b1, k2);
+    const std::int32_t l1 = b1 - a, l2 = b2 - b1, both = l1 < l2 ? l1 : l2;
+    double v1 = 0.0, v2 = 0.0;
+    for (std::int32_t i = 0; i < both; ++i) {
+      v1 += voice[a + i];
+      v2 += voice[b1 + i];
+    }
+    for (std::int32_t i = both; i < l1; ++i) v1 += voice[a + i];
+    for (std::int32_t i = both; i < l2; ++i) v2 += voice[b1 + i];
+    const segment s1 = segment_of(a, b1, k1, v1), s2 = segment_of(b1, b2, k2, v2);
+    keep_segment(s1);
+    keep_segment(s2);
+    total += s1.weight;
+    total += s2.weight;
+    a = b2;
   }
   if (!(total > 0.0)) return 0;
   // Pass 2: quotas from cumulative weights; the best cell of each sub-span.
   std::int32_t marked = 0;
   double cumulative = 0.0;
   std::int64_t given = 0;
-  for (std::int32_t a = 0; a < n;) {
-    const segment sg = segment_at(a);
+  std::int32_t index = 0;
+  for (std::int32_t a = 0; a < n; ++index) {
+    const segment sg = index < kept_segments ? kept[index] : segment_at(a);
     const std::int32_t b = sg.b;
     const std::int64_t lo = sg.lo, hi = sg.hi;
     cumulative += sg.weight;
@@ -133,13 +166,10 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     const double width = static_cast<double>(hi - lo) / static_cast<double>(quota > 0 ? quota : 1);
     std::int32_t c = a;
     for (std::int64_t s = 0; s < quota; ++s) {
-      // Sub-span s is [from, to) in real time; an integer position p lies before x exactly when
-      // p < ceil(x), so the cells are compared with ceil(from) and ceil(to) as integers.
       const double from = static_cast<double>(lo) + width * static_cast<double>(s);
       const double to = from + width;
       const double centre = from + 0.5 * width;
-      const std::int64_t from_cell = detail::ceil_to_int(from), to_cell = detail::ceil_to_int(to);
-      while (c < b && pos[c] < from_cell) ++c;
+      while (c < b && static_cast<double>(pos[c]) < from) ++c;
       // The best cell so far, its score (0 when not scored) and |pos[best] - centre|; a cell
       // replaces it on a higher score, or on an equal one nearer the centre. Selected without
       // branches: the scores within a sub-span are in no predictable order.
@@ -147,13 +177,15 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
       float best_score = 0.0f;
       double best_offset = 0.0;
       bool covered = false;  // a cell kept already (sink, protected) stands for the sub-span
-      for (std::int32_t j = c; j < b && pos[j] < to_cell; ++j) {
+      for (std::int32_t j = c; j < b; ++j) {
+        const double at = static_cast<double>(pos[j]);
+        if (!(at < to)) break;
         if (tier[j] != 0) {
           covered = true;
           break;
         }
         const float sj = pos[j] <= scored_until ? score[j] : 0.0f;
-        const double offset = std::fabs(pos[j] - centre);
+        const double offset = std::fabs(at - centre);
         const bool better =
             (best < 0) | (sj > best_score) | ((sj == best_score) & (offset < best_offset));
         best = better ? j : best;
