@@ -10,7 +10,8 @@
 #   --long S       S seconds per target (600 for the 10-minute runs of the issue)
 #   --replay       run every committed seed and crash reproducer once (a fast regression check)
 #   --build-dir D  where binaries, working corpora and crash artifacts go (default build/fuzz)
-#   TARGET         policy_fuzzer, store_fuzzer, wav_fuzzer, model_loader_fuzzer (default: every
+#   TARGET         policy_fuzzer, store_fuzzer, snapshot_fuzzer, wav_fuzzer, model_loader_fuzzer
+#                  (default: every
 #                  one whose sources exist)
 # Exit status: 0 no findings, 1 a fuzzer found a crash/leak/invariant violation (the reproducer
 # path is printed), 2 bad usage or a build failure, 77 no clang++ with libFuzzer (skip).
@@ -59,6 +60,7 @@ asr="$root/examples/asr_whisper"
 eigen_flags=$(pkg-config --cflags eigen3 2>/dev/null || echo "-I/usr/include/eigen3")
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(policy_fuzzer store_fuzzer)
+  [[ -f "$root/tests/fuzz/snapshot_fuzzer.cpp" ]] && targets+=(snapshot_fuzzer)
   [[ -f "$asr/src/wav_reader.hpp" ]] && targets+=(wav_fuzzer)
   [[ -f "$asr/src/ct2_model_file.hpp" && -f "$asr/src/whisper_weights.hpp" ]] &&
     targets+=(model_loader_fuzzer)

@@ -306,6 +306,10 @@ TEST(Snapshot, ValuesOutOfRangeAreRejectedEvenWithAValidChecksum) {
   corrupt(importance_at + 4, 0xbf800000u, 4, "importance[1] must be finite and >= 0");  // -1
   corrupt(importance_at + 4 * n + 3, 2, 1, "evaluated[3] must be 0 or 1");
   corrupt(36, static_cast<std::uint32_t>(f.source.capacity() + 1), 4, "num_cells");
+  // An alignment position without its "given" byte (snapshot() writes 0 there).
+  ASSERT_TRUE(f.source.frontier().given());
+  ASSERT_NE(f.source.frontier().position(), 0);
+  corrupt(f.snap.size() - 8 - 8 - 4 - 1, 0, 1, "alignment position must be 0");
   // Every cell a sink: more than the emergency pool holds.
   bytes sinks = f.snap;
   for (std::size_t j = 0; j < n; ++j) sinks[flags_at + j] |= std::byte{frame_flag_sink};

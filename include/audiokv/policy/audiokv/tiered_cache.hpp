@@ -556,6 +556,8 @@ class tiered_cache final : public eviction_policy {
     r.check(forecast_steps >= 0, forecast_steps, "forecast steps", "must be >= 0");
     const bool given = r.flag("alignment position given");
     const std::int32_t position = r.i32();
+    r.check(given || position == 0, position, "alignment position",
+            "must be 0 when none was given (the form snapshot() writes)");
     const std::int64_t pending = r.i64();
     r.check(pending >= 0, pending, "pending_frames", "must be >= 0");
     if (!commit) return;
