@@ -44,6 +44,7 @@ audiokv_config stream_config() {
   c.num_speakers = 3;
   c.prefetch.enabled = true;
   c.speech.sinks.enabled = true;
+  c.evaluation_share = 0.5f;  // evaluation flags then differ between cells and steer plans
   return c;
 }
 
@@ -337,7 +338,7 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       [](audiokv_config& c) { c.trigger = 0.91f; },
       [](audiokv_config& c) { c.alpha = 0.31f; },
       [](audiokv_config& c) { c.neighbour_prior = false; },
-      [](audiokv_config& c) { c.evaluation_share = 0.5f; },
+      [](audiokv_config& c) { c.evaluation_share = 0.6f; },
       [](audiokv_config& c) { c.base_rate = 0.06f; },
       [](audiokv_config& c) { c.lambda = 0.21f; },
       [](audiokv_config& c) { c.voice_weight = 0.4f; },
