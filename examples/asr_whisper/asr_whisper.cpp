@@ -147,6 +147,8 @@ void usage(std::ostream& os) {
         "                  --chunk-frames at a time (25), a token emitted once the alignment\n"
         "                  heads' peak is more than --align-frames (25) behind the newest frame;\n"
         "                  every policy holds at most its budget at every moment\n"
+        "  --lookback-stop N  streaming: also wait for audio while the peak is more than N frames\n"
+        "                  behind the furthest peak of an emitted token (default off)\n"
         "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
         "                  estimates the frontier from each head's own attention)\n"
         "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
@@ -411,6 +413,8 @@ int run(int argc, char** argv) {
       o.stream.chunk_frames = std::max(1, parse_int(next(), "--chunk-frames"));
     else if (a == "--align-frames")
       o.stream.align_frames = parse_int(next(), "--align-frames");
+    else if (a == "--lookback-stop")
+      o.stream.lookback_stop_frames = parse_int(next(), "--lookback-stop");
     else if (a == "--window")
       o.window = parse_int(next(), "--window");
     else if (a == "--kernel")

@@ -48,6 +48,10 @@ struct decode_result {
 struct streaming_options {
   int chunk_frames = 25;  ///< frames revealed at a time (0.5 s of 20 ms frames)
   int align_frames = 25;  ///< AlignAtt: emit while the peak is > this many frames behind
+  /// Look-back stop: a token is not emitted while the peak lies more than this many frames
+  /// behind the furthest peak of an emitted token (the decoder returning to audio it has
+  /// transcribed); -1 disables the rule.
+  int lookback_stop_frames = -1;
 };
 
 /// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
@@ -70,7 +74,9 @@ class whisper_decoder {
   /// median over the alignment heads of the most-attended frame position is more than
   /// align_frames behind the newest revealed frame, or when every frame is revealed; otherwise
   /// (also when the token would be end of text) the next chunk is revealed and the step is
-  /// computed again. The encoder saw the whole window: revealed frames carry its context.
+  /// computed again; with lookback_stop_frames >= 0 also while the peak is more than that many
+  /// frames behind the furthest peak emitted so far. The encoder saw the whole window: revealed
+  /// frames carry its context.
   static decode_result decode_streaming(const whisper_model& m, cross_kv_cache& cache,
                                         kv_eviction_hook& hook, const clip_context& clip,
                                         const streaming_options& opt) {
@@ -226,6 +232,7 @@ class whisper_decoder {
     };
 
     int32_t token = prompt[0];
+    int furthest_peak = 0;  // streaming: the furthest alignment peak of an emitted token
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
       const float ninf = -std::numeric_limits<float>::infinity();
@@ -245,7 +252,12 @@ class whisper_decoder {
         std::sort(peaks.begin(), peaks.end());
         const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
         const int newest = cache.visible() - 1;
-        if (best != m.eot && peak < newest - stream->align_frames) break;
+        const bool going_back = stream->lookback_stop_frames >= 0 &&
+                                peak < furthest_peak - stream->lookback_stop_frames;
+        if (best != m.eot && !going_back && peak < newest - stream->align_frames) {
+          furthest_peak = std::max(furthest_peak, peak);
+          break;
+        }
         reveal();
       }
       ++res.steps;

@@ -23,6 +23,7 @@
 #include "launch/hole_fill.cuh"
 #include "launch/page_granular.cuh"
 #include "launch/paged.cuh"
+#include "launch/pipeline.cuh"
 #include "launch/quantize.cuh"
 #include "launch/select.cuh"
 #include "launch/sequence.cuh"
