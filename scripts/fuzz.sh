@@ -6,7 +6,7 @@
 #
 # Usage: scripts/fuzz.sh [--smoke | --long SECONDS | --replay] [--build-dir DIR]
 #                        [TARGET...]
-#   --smoke        20 s per target (the CI default; 4 targets stay under 2 minutes of fuzzing)
+#   --smoke        20 s per target (the CI default; 5 targets stay under 2 minutes of fuzzing)
 #   --long S       S seconds per target (600 for the 10-minute runs of the issue)
 #   --replay       run every committed seed and crash reproducer once (a fast regression check)
 #   --build-dir D  where binaries, working corpora and crash artifacts go (default build/fuzz)
