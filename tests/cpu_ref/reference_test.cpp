@@ -54,6 +54,44 @@ TEST(Reference, OnlineAttentionMatchesEigenTwoPass) {
   }
 }
 
+// Per-KV-head live counts and a row stride wider than the cells: each head's rows equal the
+// Eigen backend run over that head's first live[h] cells alone; later cells and the stride gap
+// are not written.
+TEST(Reference, PerHeadLiveCountsAndRowStride) {
+  const int hq = 6, hkv = 3, d = 32, n = 40, stride = 47, g = hq / hkv;
+  const std::vector<std::int32_t> live = {40, 17, 1};
+  const auto q = random_vec(static_cast<std::size_t>(hq) * d, 11);
+  const auto k = random_vec(static_cast<std::size_t>(n) * hkv * d, 12, -2.f, 2.f);
+  const auto v = random_vec(static_cast<std::size_t>(n) * hkv * d, 13);
+  constexpr float sentinel = -7.0f;
+  std::vector<float> out(hq * d), probs(hq * stride, sentinel), scores(hkv * stride, sentinel);
+  ref::decode_attention(q.data(), k.data(), v.data(), kv_addressing{nullptr, 1, 0, hkv * d, d}, hq,
+                        hkv, d, n, stride, out.data(), probs.data(), scores.data(),
+                        audiokv::gqa_reduce::mean, nullptr, live.data(), 1);
+  for (int h = 0; h < hkv; ++h) {
+    const int m = live[h];
+    // The first m cells of every head, NHD, as a cache of m cells.
+    std::vector<float> km(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(m) * hkv * d);
+    std::vector<float> vm(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m) * hkv * d);
+    const audiokv::layout_nhd layout{{m, hkv, d}};
+    audiokv::kv_view<const float> kv(km.data(), layout), vv(vm.data(), layout);
+    std::vector<float> out_e(hq * d), probs_e(hq * m);
+    audiokv::cpu::decode_attention(q.data(), kv, vv, {hq, hkv, d, m}, out_e.data(), probs_e.data());
+    for (int i = h * g; i < (h + 1) * g; ++i) {
+      for (int x = 0; x < d; ++x) EXPECT_NEAR(out[i * d + x], out_e[i * d + x], 1e-5f);
+      for (int j = 0; j < m; ++j)
+        EXPECT_NEAR(probs[i * stride + j], probs_e[i * m + j], 1e-6f + 1e-5f * probs_e[i * m + j]);
+      for (int j = m; j < stride; ++j) EXPECT_EQ(probs[i * stride + j], sentinel) << i << " " << j;
+    }
+    for (int j = 0; j < m; ++j) {
+      float mean = 0.f;
+      for (int i = h * g; i < (h + 1) * g; ++i) mean += probs[i * stride + j];
+      EXPECT_FLOAT_EQ(scores[h * stride + j], mean / static_cast<float>(g));
+    }
+    for (int j = m; j < stride; ++j) EXPECT_EQ(scores[h * stride + j], sentinel);
+  }
+}
+
 TEST(Reference, PagedAddressingGivesTheSameAttention) {
   const int hq = 4, hkv = 2, d = 32, n = 45, P = 8, np = 6;
   const auto q = random_vec(hq * d, 4);

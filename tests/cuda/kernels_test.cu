@@ -137,6 +137,54 @@ TEST(CudaAttention, MatchesReferenceAllTypesAndHeadDims) {
   }
 }
 
+// Per-KV-head live counts (live_stride 1) and probabilities in rows wider than the cells.
+TEST(CudaAttention, PerHeadLiveCountsAndRowStrideMatchReference) {
+  REQUIRE_DEVICE();
+  const int d = 64, hq = 8, hkv = 4, n = 700, stride = 768;
+  const std::vector<std::int32_t> live = {700, 513, 64, 1};
+  const auto q = random_vec(static_cast<std::size_t>(hq) * d, 21);
+  const auto k = random_vec(static_cast<std::size_t>(n) * hkv * d, 22, -2.f, 2.f);
+  const auto v = random_vec(k.size(), 23);
+  const audiokv::core::kv_addressing addr{nullptr, 1, 0, hkv * d, d};  // NHD
+  constexpr float sentinel = -7.0f;
+  std::vector<float> out_r(hq * d), probs_r(static_cast<std::size_t>(hq) * stride, sentinel),
+      scores_r(static_cast<std::size_t>(hkv) * stride, sentinel);
+  ref::decode_attention(q.data(), k.data(), v.data(), addr, hq, hkv, d, n, stride, out_r.data(),
+                        probs_r.data(), scores_r.data(), audiokv::gqa_reduce::mean, nullptr,
+                        live.data(), 1);
+  const cu::attention_shape shape{hq, hkv, d, n};
+  dbuf<float> dq(q), dk(k), dv(v), dout(out_r.size()), dprobs(probs_r), dscores(scores_r);
+  dbuf<std::int32_t> dlive(live);
+  const std::size_t ws = cu::decode_attention_workspace_bytes(shape);
+  dbuf<unsigned char> dws(ws);
+  ASSERT_EQ(cu::decode_attention(shape, cu::dtype::f32, dq.p, dk.p, dv.p, addr, dout.p, dprobs.p,
+                                 dscores.p, audiokv::gqa_reduce::mean, dlive.p, dws.p, ws, nullptr,
+                                 nullptr, 1, stride),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto probs = dprobs.down();
+  const auto scores = dscores.down();
+  const auto out = dout.down();
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    const float e = probs_r[i];
+    ASSERT_NEAR(probs[i], e, tol::probability_abs + tol::probability_rel * std::fabs(e)) << i;
+  }
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    const float e = scores_r[i];
+    ASSERT_NEAR(scores[i], e, tol::probability_abs + tol::probability_rel * std::fabs(e)) << i;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    ASSERT_NEAR(out[i], out_r[i], tol::attention_out_abs) << i;
+  EXPECT_EQ(cu::decode_attention(shape, cu::dtype::f32, dq.p, dk.p, dv.p, addr, dout.p, dprobs.p,
+                                 dscores.p, audiokv::gqa_reduce::mean, dlive.p, dws.p, ws, nullptr,
+                                 nullptr, 1, n - 1),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cu::decode_attention(shape, cu::dtype::f32, dq.p, dk.p, dv.p, addr, dout.p, dprobs.p,
+                                 dscores.p, audiokv::gqa_reduce::mean, dlive.p, dws.p, ws, nullptr,
+                                 nullptr, 2, stride),
+            cudaErrorInvalidValue);
+}
+
 TEST(CudaAttention, ScoringOnlyMatchesReference) {
   REQUIRE_DEVICE();
   run_attention<__nv_bfloat16>(cu::dtype::bf16, 128, 32, 8, 4096, false, 4096);

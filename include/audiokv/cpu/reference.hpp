@@ -30,22 +30,31 @@ namespace audiokv::cpu::reference {
 /// @param scores  [num_kv_heads, probs_stride] group-reduced probabilities, or null
 /// @param logit_bias [num_kv_heads, probs_stride] added to each cell's logit (shared rows:
 ///                ln m of a row standing for m cells), or null
+/// @param live_cells null (every head attends num_cells cells), or live counts: KV head h
+///                attends its first min(live_cells[h * live_stride], num_cells) cells (live_stride
+///                0: one count for every head, 1: one per head); later cells are not written
 inline void decode_attention(const float* q, const float* k, const float* v,
                              const core::kv_addressing& addr, std::int32_t num_q_heads,
                              std::int32_t num_kv_heads, std::int32_t head_dim,
                              std::int32_t num_cells, std::int32_t probs_stride, float* out,
                              float* probs, float* scores, gqa_reduce mode = gqa_reduce::mean,
-                             const float* logit_bias = nullptr) {
+                             const float* logit_bias = nullptr,
+                             const std::int32_t* live_cells = nullptr,
+                             std::int32_t live_stride = 0) {
+  auto live_of = [&](std::int32_t kvh) {
+    return live_cells == nullptr ? num_cells : std::min(live_cells[kvh * live_stride], num_cells);
+  };
   const std::int32_t group = num_q_heads / num_kv_heads;
   const float scale = core::attention_scale(head_dim);
   std::vector<float> acc(head_dim);
   for (std::int32_t h = 0; h < num_q_heads; ++h) {
     const float* qh = q + static_cast<std::int64_t>(h) * head_dim;
     const std::int32_t kvh = h / group;
+    const std::int32_t live = live_of(kvh);
     float* logits = probs + static_cast<std::int64_t>(h) * probs_stride;
     core::softmax_state state;
     std::fill(acc.begin(), acc.end(), 0.0f);
-    for (std::int32_t j = 0; j < num_cells; ++j) {
+    for (std::int32_t j = 0; j < live; ++j) {
       const float* kr = k + addr.row_offset(j, kvh);
       float dot = 0.0f;
       for (std::int32_t d = 0; d < head_dim; ++d) dot += qh[d] * kr[d];
@@ -59,14 +68,14 @@ inline void decode_attention(const float* q, const float* k, const float* v,
         for (std::int32_t d = 0; d < head_dim; ++d) acc[d] = acc[d] * w.rescale + w.weight * vr[d];
       }
     }
-    for (std::int32_t j = 0; j < num_cells; ++j) logits[j] = state.probability(logits[j]);
+    for (std::int32_t j = 0; j < live; ++j) logits[j] = state.probability(logits[j]);
     if (out != nullptr)
       for (std::int32_t d = 0; d < head_dim; ++d)
         out[static_cast<std::int64_t>(h) * head_dim + d] = core::attention_output(acc[d], state);
   }
   if (scores == nullptr) return;
   for (std::int32_t kvh = 0; kvh < num_kv_heads; ++kvh)
-    for (std::int32_t j = 0; j < num_cells; ++j)
+    for (std::int32_t j = 0; j < live_of(kvh); ++j)
       scores[static_cast<std::int64_t>(kvh) * probs_stride + j] =
           core::reduce_group(probs + static_cast<std::int64_t>(kvh) * group * probs_stride, group,
                              probs_stride, j, mode);

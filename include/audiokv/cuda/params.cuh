@@ -19,15 +19,19 @@ using attention_shape = ::audiokv::attention_shape;
 /// @brief Parameters of the decode-attention kernels (see cuda/launch.cuh decode_attention).
 template <class T>
 struct attention_params {
-  const float* q = nullptr;                      ///< [num_q_heads, head_dim]
-  const T* k = nullptr;                          ///< rows addressed by addr (unit dim stride)
-  const T* v = nullptr;                          ///< like k; nullptr: scores only
-  core::kv_addressing addr{};                    ///< element offsets of (cell, kv head) rows
-  float* out = nullptr;                          ///< [num_q_heads, head_dim] or nullptr
-  float* probs = nullptr;                        ///< [num_q_heads, num_cells]
-  float* scores = nullptr;                       ///< [num_kv_heads, num_cells] or nullptr
-  const std::int32_t* live_cells = nullptr;      ///< [1] live count <= num_cells, or nullptr
-  const float* logit_bias = nullptr;             ///< [num_kv_heads, num_cells] or nullptr
+  const float* q = nullptr;                  ///< [num_q_heads, head_dim]
+  const T* k = nullptr;                      ///< rows addressed by addr (unit dim stride)
+  const T* v = nullptr;                      ///< like k; nullptr: scores only
+  core::kv_addressing addr{};                ///< element offsets of (cell, kv head) rows
+  float* out = nullptr;                      ///< [num_q_heads, head_dim] or nullptr
+  float* probs = nullptr;                    ///< [num_q_heads, row_stride]
+  float* scores = nullptr;                   ///< [num_kv_heads, row_stride] or nullptr
+  const std::int32_t* live_cells = nullptr;  ///< live counts (see live_stride), or nullptr
+  const float* logit_bias = nullptr;         ///< [num_kv_heads, row_stride] or nullptr
+  /// KV head h reads live_cells[h * live_stride]: 0 one count for all heads, 1 one per head.
+  std::int32_t live_stride = 0;
+  /// Floats between the rows of probs, scores and logit_bias (>= num_cells).
+  std::int64_t row_stride = 0;
   core::softmax_state* partial_state = nullptr;  ///< [num_splits, num_q_heads]
   float* partial_acc = nullptr;                  ///< [num_splits, num_q_heads, head_dim]
   core::softmax_state* final_state = nullptr;    ///< [num_q_heads]
@@ -37,7 +41,7 @@ struct attention_params {
   std::int32_t num_kv_heads = 0;
   /// Query heads per KV head.
   std::int32_t group_size = 0;
-  /// Cell capacity (the probs row stride).
+  /// Cell capacity.
   std::int32_t num_cells = 0;
   /// Blocks the cells are split over (split-K).
   std::int32_t num_splits = 0;

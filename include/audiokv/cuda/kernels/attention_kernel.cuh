@@ -36,9 +36,12 @@ struct attention_geometry {
                 "audiokv: head_dim must be 64 or 128 for the attention kernel.");
 };
 
-/// Live cell count: the device counter when given (clamped to the capacity), else the capacity.
-AUDIOKV_DEVICE std::int32_t live_count(const std::int32_t* live, std::int32_t capacity) {
-  return live != nullptr ? core::min_of(*live, capacity) : capacity;
+/// Live cell count of a KV head: its device counter when given (clamped to the capacity), else
+/// the capacity.
+template <class T>
+AUDIOKV_DEVICE std::int32_t live_count(const attention_params<T>& p, int kv_head) {
+  return p.live_cells != nullptr ? core::min_of(p.live_cells[kv_head * p.live_stride], p.num_cells)
+                                 : p.num_cells;
 }
 
 template <class T, int D, bool WithValues>
@@ -57,7 +60,7 @@ static __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
   const int chunk = blockIdx.y % q_chunks;
   const int q0 = kv_head * p.group_size + chunk * gmax;
   const int gcount = core::min_of(gmax, p.group_size - chunk * gmax);
-  const std::int32_t n = live_count(p.live_cells, p.num_cells);
+  const std::int32_t n = live_count(p, kv_head);
   const std::int32_t begin = blockIdx.x * p.cells_per_split;
   const std::int32_t end = core::min_of(begin + p.cells_per_split, n);
   const int lane = threadIdx.x % 32;
@@ -94,11 +97,12 @@ static __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
       for (int offset = tpr / 2; offset > 0; offset /= 2)
         dot += __shfl_xor_sync(0xffffffffu, dot, offset);
       if (!valid) continue;
-      const float bias = p.logit_bias != nullptr
-                             ? p.logit_bias[static_cast<std::int64_t>(kv_head) * p.num_cells + cell]
-                             : 0.0f;
+      const float bias =
+          p.logit_bias != nullptr
+              ? p.logit_bias[static_cast<std::int64_t>(kv_head) * p.row_stride + cell]
+              : 0.0f;
       const float x = core::cell_logit(dot, p.scale, bias);
-      if (sub == 0) p.probs[static_cast<std::int64_t>(q0 + g) * p.num_cells + cell] = x;
+      if (sub == 0) p.probs[static_cast<std::int64_t>(q0 + g) * p.row_stride + cell] = x;
       const core::online_weights w = core::online_step(state[g], x);
       if constexpr (WithValues) {
 #pragma unroll
@@ -164,15 +168,15 @@ template <class T>
 static __global__ void attention_probs_kernel(const attention_params<T> p) {
   const std::int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   const int kv_head = blockIdx.y;
-  if (j >= live_count(p.live_cells, p.num_cells)) return;
-  float* group_probs = p.probs + static_cast<std::int64_t>(kv_head) * p.group_size * p.num_cells;
+  if (j >= live_count(p, kv_head)) return;
+  float* group_probs = p.probs + static_cast<std::int64_t>(kv_head) * p.group_size * p.row_stride;
   for (int g = 0; g < p.group_size; ++g) {
-    float& x = group_probs[static_cast<std::int64_t>(g) * p.num_cells + j];
+    float& x = group_probs[static_cast<std::int64_t>(g) * p.row_stride + j];
     x = p.final_state[kv_head * p.group_size + g].probability(x);
   }
   if (p.scores != nullptr)
-    p.scores[static_cast<std::int64_t>(kv_head) * p.num_cells + j] =
-        core::reduce_group(group_probs, p.group_size, p.num_cells, j, p.mode);
+    p.scores[static_cast<std::int64_t>(kv_head) * p.row_stride + j] =
+        core::reduce_group(group_probs, p.group_size, p.row_stride, j, p.mode);
 }
 
 }  // namespace audiokv::cuda::kernels

@@ -50,19 +50,29 @@ inline std::size_t decode_attention_workspace_bytes(const attention_shape& shape
 /// @param k, v        K/V of element type `kv_type`, rows addressed by `addr` (element offsets,
 ///                    unit dim stride, 16-byte aligned rows); v == nullptr computes scores only
 /// @param out         [num_q_heads, head_dim] fp32, or nullptr
-/// @param probs       [num_q_heads, shape.num_cells] fp32 probabilities (cells >= live count
-///                    are left untouched)
-/// @param scores      [num_kv_heads, shape.num_cells] group-reduced probabilities, or nullptr
-/// @param live_cells  [1] device count of live cells (<= shape.num_cells), or nullptr
-/// @param logit_bias  [num_kv_heads, shape.num_cells] fp32 added to each logit (shared rows:
-///                    ln m of a shared row, core::multiplicity_bias), or nullptr
-/// Launches 3 kernels on `stream`; never allocates or synchronises; graph-capturable.
+/// @param probs       [num_q_heads, row_stride] fp32 probabilities (a KV head's cells at and
+///                    beyond its live count are left untouched)
+/// @param scores      [num_kv_heads, row_stride] group-reduced probabilities, or nullptr
+/// @param live_cells  device live counts (each clamped to shape.num_cells), or nullptr (every
+///                    head attends shape.num_cells cells): KV head h attends its first
+///                    live_cells[h * live_stride] cells
+/// @param logit_bias  [num_kv_heads, row_stride] fp32 added to each logit (shared rows: ln m
+///                    of a shared row, core::multiplicity_bias), or nullptr
+/// @param live_stride 0: one count for every KV head; 1: one count per KV head
+/// @param row_stride  floats between rows of probs, scores and logit_bias; 0 means
+///                    shape.num_cells (otherwise >= shape.num_cells)
+/// Launches 3 kernels on `stream`; never allocates or synchronises; graph-capturable. Returns
+/// cudaErrorInvalidValue for a bad shape, pointer, alignment, live_stride or row_stride.
 inline cudaError_t decode_attention(const attention_shape& shape, dtype kv_type, const float* q,
                                     const void* k, const void* v, const core::kv_addressing& addr,
                                     float* out, float* probs, float* scores, gqa_reduce mode,
                                     const std::int32_t* live_cells, void* workspace,
                                     std::size_t workspace_bytes, cudaStream_t stream,
-                                    const float* logit_bias = nullptr) {
+                                    const float* logit_bias = nullptr, std::int32_t live_stride = 0,
+                                    std::int64_t row_stride = 0) {
+  if (row_stride == 0) row_stride = shape.num_cells;
+  if (live_stride < 0 || live_stride > 1 || row_stride < shape.num_cells)
+    return cudaErrorInvalidValue;
   if (shape.num_kv_heads < 1 || shape.num_q_heads % shape.num_kv_heads != 0 ||
       shape.num_cells < 0 || q == nullptr || k == nullptr || probs == nullptr ||
       workspace_bytes < decode_attention_workspace_bytes(shape) || workspace == nullptr)
@@ -91,6 +101,8 @@ inline cudaError_t decode_attention(const attention_shape& shape, dtype kv_type,
         p.probs = probs;
         p.scores = scores;
         p.live_cells = live_cells;
+        p.live_stride = live_stride;
+        p.row_stride = row_stride;
         p.logit_bias = logit_bias;
         p.num_q_heads = shape.num_q_heads;
         p.num_kv_heads = shape.num_kv_heads;
