@@ -20,7 +20,8 @@ A policy written NAME+merge runs NAME with merge on evict (asr_whisper --merge 1
 K/V row folds into the kept cell nearest in time, which carries log(cells) as a logit bias).
 NAME+layer (asr_whisper --granularity layer) plans a layer's heads together, one keep-set per
 layer; NAME+layer-mean reduces the heads' scores by their mean instead of their max. Suffixes
-combine (audiokv+layer+merge).
+combine (audiokv+layer+merge). NAME+hbW (asr_whisper --head-budget W) splits each layer's budget
+over its heads with the model's alignment heads weighted W (head_budget_allocator).
 
 Writes, under --out (default benchmarks/results), with PREFIX quality (test split of the
 Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
@@ -56,6 +57,7 @@ REFERENCE = "true_model"
 # keepers, log(cells) logit bias): asr_whisper --merge 1.
 MERGE_SUFFIX = "+merge"  # full cache, all 1500 frames
 # Policy name suffixes and the asr_whisper options they add; they combine (NAME+layer+merge).
+HEAD_BUDGET_SUFFIX = "+hb"
 SUFFIX_OPTIONS = {
     MERGE_SUFFIX: ["--merge", "1"],
     "+layer": ["--granularity", "layer"],
@@ -73,6 +75,12 @@ def split_suffixes(name):
                 options = extra + options
                 break
         else:
+            # "+hbW": the layer's budget split with the alignment heads weighted W.
+            head, sep, weight = base.rpartition(HEAD_BUDGET_SUFFIX)
+            if sep and head and weight.replace(".", "", 1).isdigit():
+                base = head
+                options = ["--head-budget", weight] + options
+                continue
             return base, name[len(base):], options
 # Whisper tiny.en decoder: 4 layers x 6 heads x 64 dims, K and V, float32 as the example stores.
 KV_BYTES_PER_FRAME = 4 * 6 * 64 * 2 * 4

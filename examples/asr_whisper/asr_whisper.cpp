@@ -25,6 +25,7 @@
 #include "src/whisper_model.hpp"
 #include "src/whisper_transcriber.hpp"
 
+#include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/registry.hpp>
 
 namespace {
@@ -73,6 +74,7 @@ struct options {
   double past_density = -1;           ///< audiokv speech.frontier.past_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
+  double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
   int merge = 0;                      ///< --merge 1: merge on evict (implies --mass-bias 1)
   int mass_bias = 0;                  ///< --mass-bias 1: attention-mass logit bias
   streaming_options stream;           ///< --chunk-frames, --align-frames
@@ -128,9 +130,11 @@ void usage(std::ostream& os) {
         "                  of them) off; audiokv_sinks: with the attention-sink rule on "
         "(ablation)\n"
         "  --mass-bias 0|1  add log(cells a kept cell stands for) to its attention logit\n"
+        "                  (audiokv::attention_mass), for every policy; default 0\n"
         "  --merge 0|1      merge on evict: evicted K/V rows fold into the kept cell that stands\n"
         "                   for them, weighted by cells (implies --mass-bias 1; dense cache only)\n"
-        "                  (audiokv::attention_mass), for every policy; default 0\n"
+        "  --head-budget W  split each layer's budget over its heads with the model's alignment\n"
+        "                   heads weighted W (head_budget_allocator; default: equal budgets)\n"
         "  --granularity head|layer|layer-mean  offline protocol: head (default) plans\n"
         "                  every (layer, head) on its own; layer plans a layer's heads together\n"
         "                  and applies one keep-set to all (audiokv::share_layer_plan: a cell's\n"
@@ -322,6 +326,20 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
       [o, groups, observe_steps, library_name](const clip_context& clip, int layer, int head)
           -> std::unique_ptr<audiokv::eviction_policy> {
         audiokv::policy_options po = policy_options_for(o, clip, layer, observe_steps);
+        if (o.head_weight > 0.0 && clip.alignment_heads != nullptr) {
+          // The layer's budget, split with the model's alignment heads as the critical ones.
+          std::vector<std::uint8_t> critical(static_cast<size_t>(clip.n_heads), 0);
+          for (const auto& lh : *clip.alignment_heads)
+            if (lh.first == layer && lh.second < clip.n_heads) critical[lh.second] = 1;
+          audiokv::head_budget_allocator split;
+          split.critical_weight = o.head_weight;
+          split.floor_cells = 1;
+          po.budget = split.allocate(static_cast<std::int64_t>(po.budget) * clip.n_heads,
+                                     critical)[static_cast<size_t>(head)];
+          po.capacity = std::max(po.capacity, 2 * po.budget);
+          po.audiokv.budget = po.budget;
+          po.audiokv.capacity = po.capacity;
+        }
         if (o.policy == "adakv") {
           if (layer == 0 && head == 0) groups->assign(static_cast<size_t>(clip.n_layers), nullptr);
           auto& group = (*groups)[static_cast<size_t>(layer)];
@@ -391,6 +409,8 @@ int run(int argc, char** argv) {
       o.past_density = std::stod(next());
     else if (a == "--no-alignment")
       o.pass_alignment = false;
+    else if (a == "--head-budget")
+      o.head_weight = std::stod(next());
     else if (a == "--merge")
       o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
