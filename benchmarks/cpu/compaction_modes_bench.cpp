@@ -32,6 +32,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_step.hpp"
 #include "machine.hpp"
 #include "synthetic_speech.hpp"
 
@@ -48,23 +49,11 @@ double seconds_since(clock_type::time_point t0) {
 
 /// Median of three Eigen decode-attention steps over `cells` float rows, in microseconds.
 double attention_step_us(std::int32_t cells) {
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  std::vector<float> k(static_cast<std::size_t>(kKvHeads) * cells * kHeadDim);
-  std::vector<float> v(k.size()), q(kKvHeads * kHeadDim), out(q.size());
-  std::vector<float> probs(static_cast<std::size_t>(kKvHeads) * cells);
-  for (auto& x : k) x = normal(rng);
-  for (auto& x : v) x = normal(rng);
-  for (auto& x : q) x = normal(rng);
-  const audiokv::layout_hnd layout{{cells, kKvHeads, kHeadDim}};
-  const audiokv::kv_view<const float, audiokv::layout_hnd> kv_k(k.data(), layout),
-      kv_v(v.data(), layout);
+  audiokv::bench::attention_step step(cells, kKvHeads, kHeadDim);
   std::vector<double> t;
   for (int r = 0; r < 3; ++r) {
     const auto t0 = clock_type::now();
-    audiokv::cpu::decode_attention(q.data(), kv_k, kv_v, {kKvHeads, kKvHeads, kHeadDim, cells},
-                                   out.data(), probs.data());
-    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(step.run());
     t.push_back(seconds_since(t0) * 1e6);
   }
   std::sort(t.begin(), t.end());

@@ -9,6 +9,7 @@
 
 #include <random>
 #include <vector>
+#include "attention_step.hpp"
 #include "machine.hpp"
 
 namespace {
@@ -52,22 +53,8 @@ void per_cell(benchmark::State& state, std::int32_t cells) {
 /// Decode attention of one step: q.K^T, softmax, .V for 8 KV heads ([heads, cells, dim] layout).
 void BM_ObsEigenAttention(benchmark::State& state) {
   const auto cells = static_cast<std::int32_t>(state.range(0));
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  std::vector<float> k(static_cast<std::size_t>(kKvHeads) * cells * kHeadDim);
-  std::vector<float> v(k.size()), q(kKvHeads * kHeadDim), out(q.size());
-  std::vector<float> probs(static_cast<std::size_t>(kKvHeads) * cells);
-  for (auto& x : k) x = normal(rng);
-  for (auto& x : v) x = normal(rng);
-  for (auto& x : q) x = normal(rng);
-  const audiokv::layout_hnd layout{{cells, kKvHeads, kHeadDim}};
-  const audiokv::kv_view<const float, audiokv::layout_hnd> kv_k(k.data(), layout),
-      kv_v(v.data(), layout);
-  for (auto _ : state) {
-    audiokv::cpu::decode_attention(q.data(), kv_k, kv_v, {kKvHeads, kKvHeads, kHeadDim, cells},
-                                   out.data(), probs.data());
-    benchmark::DoNotOptimize(out.data());
-  }
+  audiokv::bench::attention_step step(cells, kKvHeads, kHeadDim);
+  for (auto _ : state) benchmark::DoNotOptimize(step.run());
   per_cell(state, cells);
 }
 
