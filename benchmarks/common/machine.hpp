@@ -3,6 +3,8 @@
 /// The machine a benchmark ran on, recorded in the JSON context so results name their hardware.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <fstream>
 #include <string>
 
@@ -18,6 +20,17 @@ inline std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+/// The body of every CPU benchmark's main(): the CPU model in the JSON context, then Google
+/// Benchmark's own flags and run. Returns main's exit status.
+inline int run_benchmarks(int argc, char** argv) {
+  benchmark::AddCustomContext("cpu_model", cpu_model());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace audiokv::bench

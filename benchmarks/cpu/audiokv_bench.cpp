@@ -165,11 +165,4 @@ BENCHMARK(BM_NthElementFloats)->Apply(cell_sizes);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::AddCustomContext("cpu_model", audiokv::bench::cpu_model());
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return audiokv::bench::run_benchmarks(argc, argv); }

@@ -321,11 +321,4 @@ BENCHMARK(BM_SlotGather)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::AddCustomContext("cpu_model", audiokv::bench::cpu_model());
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return audiokv::bench::run_benchmarks(argc, argv); }

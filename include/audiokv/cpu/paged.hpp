@@ -83,6 +83,30 @@ struct paged_compaction_workspace {
 
 namespace detail {
 
+/// Empties `out` for a batch of `batch` sequences (capacity kept: no allocation once reserved).
+inline void start_paged_output(paged_compaction& out, std::int32_t batch) {
+  out.new_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
+  out.freed_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
+  out.new_last_page_len.assign(static_cast<std::size_t>(batch), 0);
+  out.new_indices.clear();
+  out.freed_pages.clear();
+  out.moves.clear();
+  out.spare_pages_used = 0;
+  out.ok = true;
+}
+
+/// Sequence b keeps the first ceil(n_after / P) of its `np` pages and frees the rest (compaction
+/// inside its own pages); appends both to `out` and closes b's rows of the CSR outputs.
+inline void keep_first_pages(paged_compaction& out, std::int32_t b, const std::int32_t* pages,
+                             std::int32_t np, std::int32_t n_after, std::int32_t page_size) {
+  const std::int32_t new_np = core::pages_for(n_after, page_size);
+  for (std::int32_t p = 0; p < new_np; ++p) out.new_indices.push_back(pages[p]);
+  for (std::int32_t p = new_np; p < np; ++p) out.freed_pages.push_back(pages[p]);
+  out.new_indptr[b + 1] = out.new_indptr[b] + new_np;
+  out.freed_indptr[b + 1] = static_cast<std::int32_t>(out.freed_pages.size());
+  out.new_last_page_len[b] = core::last_page_len_for(n_after, page_size);
+}
+
 /// Checks the CSR table of a batch before anything is written.
 inline void validate_page_table(const char* where, const std::int32_t* indices,
                                 const std::int32_t* indptr, const std::int32_t* last_page_len,
@@ -141,14 +165,7 @@ inline void plan_paged_compaction(const std::int32_t* indices, const std::int32_
   detail::validate_page_table(where, indices, indptr, last_page_len, batch, page_size);
   AUDIOKV_REQUIRE(num_spare >= 0 && (num_spare == 0 || spare_pages != nullptr), where, "num_spare",
                   num_spare, "must be >= 0, with spare_pages holding that many ids");
-  out.new_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
-  out.freed_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
-  out.new_last_page_len.assign(static_cast<std::size_t>(batch), 0);
-  out.new_indices.clear();
-  out.freed_pages.clear();
-  out.moves.clear();
-  out.spare_pages_used = 0;
-  out.ok = true;
+  detail::start_paged_output(out, batch);
   std::int32_t spare_offset = 0;
   for (std::int32_t b = 0; b < batch; ++b) {
     const std::int32_t p0 = indptr[b];
@@ -258,14 +275,7 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
         ::audiokv::detail::describe("must equal sequence ", b, "'s cells (", n, ")").c_str());
     ::audiokv::detail::validate_hole_fill(where, "plans", b, plans[b], n);
   }
-  out.new_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
-  out.freed_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
-  out.new_last_page_len.assign(static_cast<std::size_t>(batch), 0);
-  out.new_indices.clear();
-  out.freed_pages.clear();
-  out.moves.clear();
-  out.spare_pages_used = 0;
-  out.ok = true;
+  detail::start_paged_output(out, batch);
   for (std::int32_t b = 0; b < batch; ++b) {
     const std::int32_t* pages = indices + indptr[b];
     const std::int32_t np = indptr[b + 1] - indptr[b];
@@ -273,12 +283,7 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
     for (std::size_t m = 0; m < h.src.size(); ++m)
       out.moves.push_back({pages[h.src[m] / page_size], h.src[m] % page_size,
                            pages[h.dst[m] / page_size], h.dst[m] % page_size});
-    const std::int32_t new_np = core::pages_for(h.n_after, page_size);
-    for (std::int32_t p = 0; p < new_np; ++p) out.new_indices.push_back(pages[p]);
-    for (std::int32_t p = new_np; p < np; ++p) out.freed_pages.push_back(pages[p]);
-    out.new_indptr[b + 1] = out.new_indptr[b] + new_np;
-    out.freed_indptr[b + 1] = static_cast<std::int32_t>(out.freed_pages.size());
-    out.new_last_page_len[b] = core::last_page_len_for(h.n_after, page_size);
+    detail::keep_first_pages(out, b, pages, np, h.n_after, page_size);
   }
 }
 
@@ -323,14 +328,7 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
                     ::audiokv::detail::indexed("plans", b) + ".n_kv_after", p.n_kv_after,
                     ::audiokv::detail::describe("must equal the kept cells (", kept, ")").c_str());
   }
-  out.new_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
-  out.freed_indptr.assign(static_cast<std::size_t>(batch) + 1, 0);
-  out.new_last_page_len.assign(static_cast<std::size_t>(batch), 0);
-  out.new_indices.clear();
-  out.freed_pages.clear();
-  out.moves.clear();
-  out.spare_pages_used = 0;
-  out.ok = true;
+  detail::start_paged_output(out, batch);
   for (std::int32_t b = 0; b < batch; ++b) {
     const std::int32_t* pages = indices + indptr[b];
     const std::int32_t np = indptr[b + 1] - indptr[b];
@@ -341,12 +339,7 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
       out.moves.push_back(
           {pages[i / page_size], i % page_size, pages[to / page_size], to % page_size});
     }
-    const std::int32_t new_np = core::pages_for(p.n_kv_after, page_size);
-    for (std::int32_t q = 0; q < new_np; ++q) out.new_indices.push_back(pages[q]);
-    for (std::int32_t q = new_np; q < np; ++q) out.freed_pages.push_back(pages[q]);
-    out.new_indptr[b + 1] = out.new_indptr[b] + new_np;
-    out.freed_indptr[b + 1] = static_cast<std::int32_t>(out.freed_pages.size());
-    out.new_last_page_len[b] = core::last_page_len_for(p.n_kv_after, page_size);
+    detail::keep_first_pages(out, b, pages, np, p.n_kv_after, page_size);
   }
 }
 
