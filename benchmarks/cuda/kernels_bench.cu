@@ -11,18 +11,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "device_peak.hpp"
+
 namespace {
 
 namespace cu = audiokv::cuda;
 constexpr int kKvHeads = 8, kQHeads = 32, kDim = 128;
 
-double peak_bytes_per_second() {
-  int dev = 0, clock_khz = 0, bus_bits = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0.0;
-  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev);
-  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev);
-  return 2.0 * clock_khz * 1e3 * bus_bits / 8.0;  // DDR: two transfers per clock
-}
+using audiokv::bench::peak_bytes_per_second;
 
 struct buffers {
   void* k = nullptr;
