@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// The CPU reference of the whole eviction step of a decode step (types/eviction_step_config.hpp):
+/// the same phases, per-cell functions (core/eviction_step.hpp, core::importance_update,
+/// core::reduce_group, core::hole_rank / mover_rank / compaction_target) and summation order as
+/// cuda::eviction_step, on host arrays, one row at a time.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "../core/compaction.hpp"
+#include "../core/entropy.hpp"
+#include "../core/eviction_step.hpp"
+#include "../core/gqa.hpp"
+#include "../core/hole_filling.hpp"
+#include "../core/importance.hpp"
+#include "../core/selection.hpp"
+#include "../error.hpp"
+#include "../policy/median_stage.hpp"
+#include "../policy/smoothing_pipeline.hpp"
+#include "../policy/stage_context.hpp"
+#include "../span.hpp"
+#include "../types/eviction_step_config.hpp"
+
+namespace audiokv::cpu {
+
+/// The smoothing of the eviction step by default: the median of five cells in time order.
+using eviction_step_pipeline = smoothing_pipeline<median_stage<5>>;
+
+/// @brief One eviction step per decode step over rows() = batch * num_kv_heads rows of
+/// `capacity` slots (the CPU reference of cuda::eviction_step).
+///
+/// Memory, per row r (r = sequence * num_kv_heads + kv head): K and V hold row (r, slot s) at
+/// byte (r * capacity + s) * row_bytes(); the step keeps each slot's importance and position
+/// (the cell's time index, 0, 1, 2, ... in append order) and a logical index order(r)[i] = slot
+/// of the i-th oldest live cell. The live slots are always [0, live(r)).
+///
+/// step(), per row:
+///  1. append: the engine wrote cells_per_step new K/V rows at slots [live, live + a); they get
+///     the next positions and the importance of the newest older cell (0 in an empty row);
+///  2. importance I[s] = importance_update(I[s], reduce_group(probs of the row's query heads, s))
+///     for every live slot s;
+///  3. at or above the trigger: scores = Pipeline::apply_per_cell over I in time order (empty
+///     stage_context), the entropy of the candidates' scores (lanes of
+///     core::step_entropy_lanes), k = core::step_evict_count;
+///  4. the k candidates first in (score, time) order (core::evicts_before) are evicted;
+///  5. compaction (config.compaction): hole_fill moves the kept slots >= the new live count
+///     into the holes below it (the r-th such slot into the r-th hole); stable shifts every kept
+///     row down to its rank. K, V, importance and position travel with their row.
+/// Construction allocates; step() never does. Not thread-safe; distinct objects are independent.
+template <class Pipeline = eviction_step_pipeline>
+class eviction_step {
+  static_assert(Pipeline::runs_on_device,
+                "audiokv::cpu::eviction_step: every stage must be a cell stage "
+                "(policy/cell_stage.hpp), the stages the device step runs");
+
+ public:
+  /// @brief A step over `config` with every row empty.
+  /// @throws audiokv::error from config.validate(). Allocates O(rows() * capacity).
+  explicit eviction_step(const eviction_step_config& config, Pipeline pipeline = Pipeline{})
+      : config_(validated(config)), pipeline_(pipeline) {
+    const std::size_t rows = static_cast<std::size_t>(config_.rows());
+    const std::size_t cells = rows * static_cast<std::size_t>(config_.capacity);
+    live_.assign(rows, 0);
+    next_position_.assign(rows, 0);
+    evict_count_.assign(rows, 0);
+    num_moves_.assign(rows, 0);
+    order_.assign(cells, 0);
+    importance_.assign(cells, 0.0f);
+    position_.assign(cells, 0);
+    scores_.assign(cells, 0.0f);
+    evicted_.assign(cells, 0);
+    src_.assign(cells, 0);
+    dst_.assign(cells, 0);
+    const auto c = static_cast<std::size_t>(config_.capacity);
+    in_order_.assign(c, 0.0f);
+    scratch_.assign(c, 0.0f);
+    candidates_.assign(c, 0);
+    keep_logical_.assign(c, 0);
+    keep_physical_.assign(c, 0);
+    kept_before_.assign(c + 1, 0);
+    move_logical_.assign(c, 0);
+    move_physical_.assign(c, 0);
+    hole_of_rank_.assign(c, 0);
+    new_order_.assign(c, 0);
+    lanes_.assign(static_cast<std::size_t>(core::step_entropy_lanes), core::entropy_accumulator{});
+  }
+
+  /// @brief One decode step of every row (see the class comment).
+  /// @param probs             [prob_rows(), probs_row_stride] attention probabilities, query
+  ///                          head g of row r in row r * group + g, slot order; read for the
+  ///                          slots [0, live + cells_per_step) of each row
+  /// @param probs_row_stride  floats between rows of probs (>= capacity)
+  /// @param k, v              [rows() * capacity * row_bytes()] bytes, or nullptr (not moved)
+  /// @throws audiokv::error naming "probs" (nullptr) or "probs_row_stride" (< capacity); the
+  /// state is then unchanged. Never allocates.
+  void step(const float* probs, std::int64_t probs_row_stride, void* k, void* v) {
+    constexpr const char* where = "cpu::eviction_step::step";
+    AUDIOKV_REQUIRE(probs != nullptr, where, "probs", "nullptr", "must point to the probabilities");
+    AUDIOKV_REQUIRE(probs_row_stride >= config_.capacity, where, "probs_row_stride",
+                    probs_row_stride, "must be >= config.capacity");
+    for (std::int32_t r = 0; r < config_.rows(); ++r) {
+      step_row(r, probs + static_cast<std::int64_t>(r) * config_.group * probs_row_stride,
+               probs_row_stride, static_cast<unsigned char*>(k), static_cast<unsigned char*>(v));
+    }
+    ++stats_.steps;
+  }
+
+  /// The validated configuration.
+  const eviction_step_config& config() const noexcept { return config_; }
+  /// Live cells of row r (occupying slots [0, live(r))).
+  std::int32_t live(std::int32_t r) const { return live_[r]; }
+  /// [capacity] importance of each slot of row r (slots >= live(r) hold stale values).
+  span<const float> importance(std::int32_t r) const { return row_of(importance_, r); }
+  /// [capacity] position (time index) of the cell in each slot of row r.
+  span<const std::int32_t> positions(std::int32_t r) const { return row_of(position_, r); }
+  /// [capacity] slot of the i-th oldest live cell of row r, i < live(r).
+  span<const std::int32_t> order(std::int32_t r) const { return row_of(order_, r); }
+  /// [capacity] the last smoothed scores of row r in time order (written when it triggered).
+  span<const float> scores(std::int32_t r) const { return row_of(scores_, r); }
+  /// [capacity] 1 for the time-order cells of row r the last step evicted (before compaction).
+  span<const std::uint8_t> evicted(std::int32_t r) const { return row_of(evicted_, r); }
+  /// Cells row r evicted in the last step.
+  std::int32_t evict_count(std::int32_t r) const { return evict_count_[r]; }
+  /// Row copies of row r in the last step (each one K row and one V row); with hole-filling
+  /// they are move_src(r)[m] -> move_dst(r)[m] for m below this count.
+  std::int32_t num_moves(std::int32_t r) const { return num_moves_[r]; }
+  /// [capacity] source slots of the last step's hole-filling copies of row r, ascending.
+  span<const std::int32_t> move_src(std::int32_t r) const { return row_of(src_, r); }
+  /// [capacity] destination slots (holes) of those copies, ascending.
+  span<const std::int32_t> move_dst(std::int32_t r) const { return row_of(dst_, r); }
+  /// Counters since construction.
+  eviction_step_statistics statistics() const {
+    eviction_step_statistics s = stats_;
+    for (const std::int32_t n : live_) {
+      s.live_cells += n;
+      s.max_live = n > s.max_live ? n : s.max_live;
+    }
+    return s;
+  }
+
+ private:
+  static const eviction_step_config& validated(const eviction_step_config& config) {
+    config.validate("cpu::eviction_step");
+    return config;
+  }
+
+  template <class T>
+  span<const T> row_of(const std::vector<T>& v, std::int32_t r) const {
+    return span<const T>(v.data() + static_cast<std::size_t>(r) * config_.capacity,
+                         static_cast<std::size_t>(config_.capacity));
+  }
+
+  void step_row(std::int32_t r, const float* probs, std::int64_t stride, unsigned char* k,
+                unsigned char* v) {
+    const std::int32_t cap = config_.capacity;
+    const std::int64_t base = static_cast<std::int64_t>(r) * cap;
+    float* importance = importance_.data() + base;
+    std::int32_t* position = position_.data() + base;
+    std::int32_t* order = order_.data() + base;
+    float* scores = scores_.data() + base;
+    std::uint8_t* evicted = evicted_.data() + base;
+
+    // 1. append
+    const std::int32_t live0 = live_[r];
+    const float entry = live0 > 0 ? importance[order[live0 - 1]] : 0.0f;
+    for (std::int32_t t = 0; t < config_.cells_per_step; ++t) {
+      importance[live0 + t] = entry;
+      position[live0 + t] = next_position_[r] + t;
+      order[live0 + t] = live0 + t;
+    }
+    const std::int32_t live = live0 + config_.cells_per_step;
+    next_position_[r] += config_.cells_per_step;
+    live_[r] = live;
+
+    // 2. importance
+    for (std::int32_t s = 0; s < live; ++s) {
+      importance[s] = core::importance_update(
+          importance[s], core::reduce_group(probs, config_.group, stride, s, config_.reduce),
+          config_.alpha);
+    }
+
+    // 3. trigger, smoothing, ratio, count
+    std::fill(evicted, evicted + cap, std::uint8_t{0});
+    evict_count_[r] = 0;
+    num_moves_[r] = 0;
+    if (!core::step_triggered(live, config_.trigger_cells())) return;
+    for (std::int32_t i = 0; i < live; ++i) in_order_[i] = importance[order[i]];
+    pipeline_.apply_per_cell(in_order_.data(), scores, scratch_.data(), live, stage_context{});
+    const std::int32_t first = core::step_first_candidate(live, config_.sink_cells);
+    const std::int32_t n_cand =
+        core::step_candidates(live, config_.sink_cells, config_.recent_cells);
+    std::fill(lanes_.begin(), lanes_.end(), core::entropy_accumulator{});
+    for (std::int32_t c = 0; c < n_cand; ++c) {
+      lanes_[c % core::step_entropy_lanes].add(scores[first + c]);
+    }
+    for (std::int32_t half = core::step_entropy_lanes / 2; half >= 1; half /= 2) {
+      for (std::int32_t t = 0; t < half; ++t)
+        core::step_entropy_merge_round(lanes_.data(), half, t);
+    }
+    const float ratio = core::entropy_eviction_ratio(lanes_[0].normalized_entropy(),
+                                                     config_.base_rate, config_.lambda);
+    const std::int32_t n_evict = core::step_evict_count(live, n_cand, config_.trigger_cells(),
+                                                        config_.target_cells(), ratio);
+    if (n_evict == 0) return;
+    ++stats_.evictions;
+
+    // 4. selection: the n_evict candidates first in (score, time index) order
+    for (std::int32_t c = 0; c < n_cand; ++c) candidates_[c] = first + c;
+    const auto before = [scores](std::int32_t a, std::int32_t b) {
+      return core::evicts_before(scores[a], a, scores[b], b);
+    };
+    std::nth_element(candidates_.begin(), candidates_.begin() + (n_evict - 1),
+                     candidates_.begin() + n_cand, before);
+    for (std::int32_t c = 0; c < n_evict; ++c) evicted[candidates_[c]] = 1;
+    evict_count_[r] = n_evict;
+    stats_.cells_evicted += n_evict;
+
+    // 5. compaction: logical (time-order) targets, then the physical moves
+    std::int32_t kept = 0;
+    for (std::int32_t i = 0; i < live; ++i) {
+      keep_logical_[i] = evicted[i] == 0 ? 1 : 0;
+      move_logical_[i] = core::compaction_target(keep_logical_[i] != 0, kept);
+      kept += keep_logical_[i];
+    }
+    const std::int32_t n_after = kept;
+    const std::int64_t rb = config_.row_bytes();
+    unsigned char* k_row = k != nullptr ? k + base * rb : nullptr;
+    unsigned char* v_row = v != nullptr ? v + base * rb : nullptr;
+    if (config_.compaction == step_compaction::stable) {
+      // order is the identity: slot i holds the i-th oldest cell; move_to[i] <= i, so a
+      // forward pass never overwrites a row it still has to read.
+      std::int32_t moved = 0;
+      for (std::int32_t i = 0; i < live; ++i) {
+        const std::int32_t to = move_logical_[i];
+        if (to == core::evicted_slot || to == i) continue;
+        if (k_row != nullptr) core::move_row(k_row, rb, rb, i, to);
+        if (v_row != nullptr) core::move_row(v_row, rb, rb, i, to);
+        importance[to] = importance[i];
+        position[to] = position[i];
+        ++moved;
+      }
+      num_moves_[r] = moved;
+      stats_.rows_moved += moved;
+    } else {
+      for (std::int32_t i = 0; i < live; ++i) keep_physical_[order[i]] = keep_logical_[i];
+      kept_before_[0] = 0;
+      for (std::int32_t p = 0; p < live; ++p)
+        kept_before_[p + 1] = kept_before_[p] + keep_physical_[p];
+      const std::int32_t kept_before_end = kept_before_[n_after];
+      for (std::int32_t p = 0; p < n_after; ++p) {
+        if (keep_physical_[p] == 0) hole_of_rank_[core::hole_rank(p, kept_before_[p])] = p;
+      }
+      std::int32_t* src = src_.data() + base;
+      std::int32_t* dst = dst_.data() + base;
+      for (std::int32_t p = 0; p < live; ++p) {
+        if (keep_physical_[p] == 0) {
+          move_physical_[p] = core::evicted_slot;
+        } else if (p < n_after) {
+          move_physical_[p] = p;
+        } else {
+          const std::int32_t rank = core::mover_rank(kept_before_[p], kept_before_end);
+          move_physical_[p] = hole_of_rank_[rank];
+          src[rank] = p;
+          dst[rank] = hole_of_rank_[rank];
+        }
+      }
+      const std::int32_t n_moves = n_after - kept_before_end;
+      for (std::int32_t m = 0; m < n_moves; ++m) {
+        if (k_row != nullptr) core::move_row(k_row, rb, rb, src[m], dst[m]);
+        if (v_row != nullptr) core::move_row(v_row, rb, rb, src[m], dst[m]);
+        importance[dst[m]] = importance[src[m]];
+        position[dst[m]] = position[src[m]];
+      }
+      for (std::int32_t i = 0; i < live; ++i) {
+        if (move_logical_[i] != core::evicted_slot)
+          new_order_[move_logical_[i]] = move_physical_[order[i]];
+      }
+      std::copy(new_order_.begin(), new_order_.begin() + n_after, order);
+      num_moves_[r] = n_moves;
+      stats_.rows_moved += n_moves;
+    }
+    live_[r] = n_after;
+  }
+
+  eviction_step_config config_;
+  Pipeline pipeline_;
+  eviction_step_statistics stats_{};
+  std::vector<std::int32_t> live_, next_position_, evict_count_, num_moves_;
+  std::vector<std::int32_t> order_, position_, src_, dst_;
+  std::vector<float> importance_, scores_;
+  std::vector<std::uint8_t> evicted_;
+  // per-row scratch
+  std::vector<float> in_order_, scratch_;
+  std::vector<std::int32_t> candidates_, keep_logical_, keep_physical_, kept_before_;
+  std::vector<std::int32_t> move_logical_, move_physical_, hole_of_rank_, new_order_;
+  std::vector<core::entropy_accumulator> lanes_;
+};
+
+}  // namespace audiokv::cpu

@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// Kernels of the whole eviction step on the device (launcher: cuda/launch/eviction_step.cuh;
+/// CPU reference: cpu/eviction_step.hpp). Every kernel reads the live and eviction counts from
+/// device memory and returns early in a row with nothing to do, so the grids stay fixed.
+/// Rows are (sequence, KV head) pairs; row r's per-cell arrays start at r * capacity.
+#pragma once
+
+#include <cstdint>
+
+#include "../../core/compaction.hpp"
+#include "../../core/entropy.hpp"
+#include "../../core/eviction_step.hpp"
+#include "../../core/gqa.hpp"
+#include "../../core/hole_filling.hpp"
+#include "../../core/importance.hpp"
+#include "../../policy/cell_stage.hpp"
+#include "../../policy/smoothing_pipeline.hpp"
+#include "../../policy/stage_context.hpp"
+#include "pipeline_kernel.cuh"
+
+namespace audiokv::cuda::kernels {
+
+// Kernels are static (internal linkage): every translation unit that includes this header
+// compiles and registers its own copy, so any number of them link into one program.
+
+/// @brief Device arrays and constants of one eviction step (plain data, a kernel argument).
+struct eviction_step_params {
+  std::int32_t* live = nullptr;             ///< [rows]
+  std::int32_t* next_position = nullptr;    ///< [rows]
+  std::int32_t* evict_count = nullptr;      ///< [rows]
+  std::int32_t* num_moves = nullptr;        ///< [rows]
+  long long* stats = nullptr;               ///< [rows][4] steps, evictions, cells, rows moved
+  std::int32_t* order = nullptr;            ///< [rows, capacity]
+  std::int32_t* new_order = nullptr;        ///< [rows, capacity]
+  std::int32_t* position = nullptr;         ///< [rows, capacity]
+  float* importance = nullptr;              ///< [rows, capacity]
+  float* in_order = nullptr;                ///< [rows, capacity]
+  float* scores = nullptr;                  ///< [rows, capacity]
+  float* scratch = nullptr;                 ///< [rows, capacity]
+  std::uint8_t* candidate = nullptr;        ///< [rows, capacity]
+  std::uint8_t* evicted = nullptr;          ///< [rows, capacity]
+  std::int32_t* keep_logical = nullptr;     ///< [rows, capacity]
+  std::int32_t* keep_physical = nullptr;    ///< [rows, capacity]
+  std::int32_t* prefix_logical = nullptr;   ///< [rows, capacity]
+  std::int32_t* prefix_physical = nullptr;  ///< [rows, capacity]
+  std::int32_t* move_logical = nullptr;     ///< [rows, capacity]
+  std::int32_t* move_physical = nullptr;    ///< [rows, capacity]
+  std::int32_t* hole_of_rank = nullptr;     ///< [rows, capacity]
+  std::int32_t* src = nullptr;              ///< [rows, capacity]
+  std::int32_t* dst = nullptr;              ///< [rows, capacity]
+  std::int32_t rows = 0;                    ///< rows of the step
+  std::int32_t capacity = 0;                ///< slots per row
+  std::int32_t group = 1;                   ///< query heads per row
+  std::int32_t cells_per_step = 0;          ///< cells appended per step
+  std::int32_t trigger_cells = 0;           ///< live count that triggers
+  std::int32_t target_cells = 0;            ///< live count an eviction gets down to
+  std::int32_t sink_cells = 0;              ///< protected oldest cells
+  std::int32_t recent_cells = 0;            ///< protected newest cells
+  float alpha = 0.0f;                       ///< importance EMA weight
+  float base_rate = 0.0f;                   ///< ratio at maximal entropy
+  float lambda = 0.0f;                      ///< ratio gain
+  gqa_reduce reduce = gqa_reduce::mean;     ///< group reduction
+  std::int64_t row_bytes = 0;               ///< bytes of one K or V row
+
+  /// First element of row r in the per-cell arrays.
+  __device__ std::int64_t base(std::int32_t r) const {
+    return static_cast<std::int64_t>(r) * capacity;
+  }
+};
+
+/// Block per row: the engine's cells_per_step new rows at slots [live, live + a) get the next
+/// positions, the newest older cell's importance and the next time indices; then live += a.
+static __global__ void step_append_kernel(eviction_step_params p) {
+  const std::int32_t r = blockIdx.x;
+  const std::int64_t b = p.base(r);
+  const std::int32_t live0 = p.live[r];
+  const float entry = live0 > 0 ? p.importance[b + p.order[b + live0 - 1]] : 0.0f;
+  for (std::int32_t t = threadIdx.x; t < p.cells_per_step; t += blockDim.x) {
+    p.importance[b + live0 + t] = entry;
+    p.position[b + live0 + t] = p.next_position[r] + t;
+    p.order[b + live0 + t] = live0 + t;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    p.live[r] = live0 + p.cells_per_step;
+    p.next_position[r] += p.cells_per_step;
+  }
+}
+
+/// Thread per (slot, row): I = importance_update(I, reduce_group(probs of the row's group)).
+static __global__ void step_importance_kernel(eviction_step_params p, const float* probs,
+                                              std::int64_t probs_stride) {
+  const std::int32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t r = blockIdx.y;
+  if (s >= p.live[r]) return;
+  const float* group = probs + static_cast<std::int64_t>(r) * p.group * probs_stride;
+  float& imp = p.importance[p.base(r) + s];
+  imp = core::importance_update(imp, core::reduce_group(group, p.group, probs_stride, s, p.reduce),
+                                p.alpha);
+}
+
+/// Block per row (core::step_entropy_lanes threads): below the trigger, no candidate and
+/// k = 0; else the importance in time order through the pipeline into scores, the candidates,
+/// the entropy of their scores in the lane order of core/eviction_step.hpp, and k.
+template <class Pipeline>
+static __global__ void step_plan_kernel(Pipeline pipeline, eviction_step_params p) {
+  static_assert(Pipeline::runs_on_device,
+                "audiokv::cuda::step_plan_kernel: every stage must be a cell stage");
+  const std::int32_t r = blockIdx.x;
+  const std::int64_t b = p.base(r);
+  const std::int32_t live = p.live[r];
+  std::uint8_t* candidate = p.candidate + b;
+  if (!core::step_triggered(live, p.trigger_cells)) {
+    for (std::int32_t i = threadIdx.x; i < p.capacity; i += blockDim.x) candidate[i] = 0;
+    if (threadIdx.x == 0) p.evict_count[r] = 0;
+    return;
+  }
+  float* in = p.in_order + b;
+  for (std::int32_t i = threadIdx.x; i < live; i += blockDim.x) {
+    in[i] = p.importance[b + p.order[b + i]];
+  }
+  __syncthreads();
+  const stage_context ctx{};
+  float* scores = p.scores + b;
+  if constexpr (Pipeline::num_stages == 0) {
+    for (std::int32_t i = threadIdx.x; i < live; i += blockDim.x) scores[i] = in[i];
+    __syncthreads();
+  } else {
+    float* const buffers[2] = {Pipeline::num_stages % 2 == 1 ? scores : p.scratch + b,
+                               Pipeline::num_stages % 2 == 1 ? p.scratch + b : scores};
+    run_pipeline_stages<0>(pipeline, in, buffers, live, ctx);  // ends with __syncthreads
+  }
+  const std::int32_t first = core::step_first_candidate(live, p.sink_cells);
+  const std::int32_t n_cand = core::step_candidates(live, p.sink_cells, p.recent_cells);
+  for (std::int32_t i = threadIdx.x; i < p.capacity; i += blockDim.x) {
+    candidate[i] = core::step_is_candidate(i, live, p.sink_cells, p.recent_cells) ? 1 : 0;
+  }
+  // Lane t sums candidates t, t + lanes, ... in ascending order, then the fixed tree.
+  __shared__ alignas(
+      8) unsigned char lane_bytes[core::step_entropy_lanes * sizeof(core::entropy_accumulator)];
+  auto* lanes = reinterpret_cast<core::entropy_accumulator*>(lane_bytes);
+  core::entropy_accumulator acc;
+  for (std::int32_t c = threadIdx.x; c < n_cand; c += core::step_entropy_lanes) {
+    acc.add(scores[first + c]);
+  }
+  lanes[threadIdx.x] = acc;
+  __syncthreads();
+  for (std::int32_t half = core::step_entropy_lanes / 2; half >= 1; half /= 2) {
+    core::step_entropy_merge_round(lanes, half, static_cast<std::int32_t>(threadIdx.x));
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float ratio =
+        core::entropy_eviction_ratio(lanes[0].normalized_entropy(), p.base_rate, p.lambda);
+    p.evict_count[r] = core::step_evict_count(live, n_cand, p.trigger_cells, p.target_cells, ratio);
+  }
+}
+
+/// Thread per (cell, row) of an evicting row: keep_logical[i] = live and not evicted; with
+/// hole-filling also keep_physical[order[i]] (slots >= live: 0).
+static __global__ void step_masks_kernel(eviction_step_params p, bool physical) {
+  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t r = blockIdx.y;
+  if (i >= p.capacity || p.evict_count[r] == 0) return;
+  const std::int64_t b = p.base(r);
+  const std::int32_t live = p.live[r];
+  const std::int32_t keep = i < live && p.evicted[b + i] == 0 ? 1 : 0;
+  p.keep_logical[b + i] = keep;
+  if (!physical) return;
+  if (i < live) {
+    p.keep_physical[b + p.order[b + i]] = keep;
+  } else {
+    p.keep_physical[b + i] = 0;
+  }
+}
+
+/// Kept slots of row r before slot s, from the exclusive prefix over every row.
+__device__ inline std::int32_t step_kept_before(const std::int32_t* prefix, std::int64_t b,
+                                                std::int32_t s) {
+  return prefix[b + s] - prefix[b];
+}
+
+/// Thread per (slot, row), hole-filling: hole_of_rank[hole_rank(p)] = p for the holes below
+/// the new live count; slot 0 writes the row's move count (0 when nothing is evicted).
+static __global__ void step_holes_kernel(eviction_step_params p) {
+  const std::int32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t r = blockIdx.y;
+  const std::int32_t k = p.evict_count[r];
+  if (k == 0) {
+    if (s == 0) p.num_moves[r] = 0;
+    return;
+  }
+  const std::int64_t b = p.base(r);
+  const std::int32_t n_after = p.live[r] - k;
+  if (s == 0) p.num_moves[r] = n_after - step_kept_before(p.prefix_physical, b, n_after);
+  if (s < n_after && p.keep_physical[b + s] == 0) {
+    p.hole_of_rank[b + core::hole_rank(s, step_kept_before(p.prefix_physical, b, s))] = s;
+  }
+}
+
+/// Thread per (cell, row) of an evicting row: the stable time-order targets move_logical and,
+/// hole-filling, each slot's new slot (move_physical) and the move list src / dst by mover rank.
+static __global__ void step_targets_kernel(eviction_step_params p, bool physical) {
+  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t r = blockIdx.y;
+  const std::int32_t k = p.evict_count[r];
+  const std::int32_t live = p.live[r];
+  if (k == 0 || i >= live) return;
+  const std::int64_t b = p.base(r);
+  p.move_logical[b + i] =
+      core::compaction_target(p.keep_logical[b + i] != 0, step_kept_before(p.prefix_logical, b, i));
+  if (!physical) return;
+  const std::int32_t n_after = live - k;
+  std::int32_t to = core::evicted_slot;
+  if (p.keep_physical[b + i] != 0) {
+    if (i < n_after) {
+      to = i;
+    } else {
+      const std::int32_t rank = core::mover_rank(step_kept_before(p.prefix_physical, b, i),
+                                                 step_kept_before(p.prefix_physical, b, n_after));
+      to = p.hole_of_rank[b + rank];
+      p.src[b + rank] = i;
+      p.dst[b + rank] = to;
+    }
+  }
+  p.move_physical[b + i] = to;
+}
+
+/// Grid (move blocks, rows), grid-stride over (move, Vec chunk): row (dst[m]) = row (src[m]) of
+/// K and V in place, and the slot's importance and position, for m < num_moves[r]. No source
+/// is a destination, so the copies are independent.
+template <class Vec>
+static __global__ void step_hole_fill_rows_kernel(eviction_step_params p, unsigned char* k,
+                                                  unsigned char* v) {
+  const std::int32_t r = blockIdx.y;
+  if (p.evict_count[r] == 0) return;
+  const std::int64_t b = p.base(r);
+  const std::int64_t chunks = p.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
+  const std::int64_t total = static_cast<std::int64_t>(p.num_moves[r]) * chunks;
+  for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t m = t / chunks;
+    const std::int64_t c = t % chunks;
+    const std::int32_t from = p.src[b + m];
+    const std::int32_t to = p.dst[b + m];
+    const std::int64_t col = c * static_cast<std::int64_t>(sizeof(Vec));
+    if (k != nullptr) {
+      *reinterpret_cast<Vec*>(k + (b + to) * p.row_bytes + col) =
+          *reinterpret_cast<const Vec*>(k + (b + from) * p.row_bytes + col);
+    }
+    if (v != nullptr) {
+      *reinterpret_cast<Vec*>(v + (b + to) * p.row_bytes + col) =
+          *reinterpret_cast<const Vec*>(v + (b + from) * p.row_bytes + col);
+    }
+    if (c == 0) {
+      p.importance[b + to] = p.importance[b + from];
+      p.position[b + to] = p.position[b + from];
+    }
+  }
+}
+
+/// Block per row, stable compaction in place: tiles of `tile` cells in time order (= slot
+/// order) are staged in shared memory, then written to move_logical. A tile's targets are <=
+/// its last cell, below every later tile, and every read of the tile precedes its writes, so no
+/// row is overwritten before it is read. Writes the row's copy count to num_moves.
+template <class Vec>
+static __global__ void step_stable_rows_kernel(eviction_step_params p, unsigned char* k,
+                                               unsigned char* v, std::int32_t tile) {
+  extern __shared__ uint4 stable_shared[];
+  const std::int32_t r = blockIdx.x;
+  const std::int32_t n_evict = p.evict_count[r];
+  if (n_evict == 0) {
+    if (threadIdx.x == 0) p.num_moves[r] = 0;
+    return;
+  }
+  __shared__ float tile_importance[32];
+  __shared__ std::int32_t tile_position[32];
+  __shared__ std::int32_t moved;
+  if (threadIdx.x == 0) moved = 0;
+  const std::int64_t b = p.base(r);
+  const std::int32_t live = p.live[r];
+  const std::int64_t chunks = p.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
+  Vec* stage_k = reinterpret_cast<Vec*>(stable_shared);
+  Vec* stage_v = stage_k + tile * chunks;
+  __syncthreads();
+  for (std::int32_t t0 = 0; t0 < live; t0 += tile) {
+    const std::int32_t n = live - t0 < tile ? live - t0 : tile;
+    for (std::int64_t t = threadIdx.x; t < n * chunks; t += blockDim.x) {
+      const auto c = static_cast<std::int32_t>(t / chunks);
+      const std::int32_t i = t0 + c;
+      const std::int32_t to = p.move_logical[b + i];
+      if (to == core::evicted_slot || to == i) continue;
+      const std::int64_t off = (b + i) * p.row_bytes + (t % chunks) * sizeof(Vec);
+      if (k != nullptr) stage_k[t] = *reinterpret_cast<const Vec*>(k + off);
+      if (v != nullptr) stage_v[t] = *reinterpret_cast<const Vec*>(v + off);
+      if (t % chunks == 0) {
+        tile_importance[c] = p.importance[b + i];
+        tile_position[c] = p.position[b + i];
+      }
+    }
+    __syncthreads();
+    for (std::int64_t t = threadIdx.x; t < n * chunks; t += blockDim.x) {
+      const auto c = static_cast<std::int32_t>(t / chunks);
+      const std::int32_t i = t0 + c;
+      const std::int32_t to = p.move_logical[b + i];
+      if (to == core::evicted_slot || to == i) continue;
+      const std::int64_t off = (b + to) * p.row_bytes + (t % chunks) * sizeof(Vec);
+      if (k != nullptr) *reinterpret_cast<Vec*>(k + off) = stage_k[t];
+      if (v != nullptr) *reinterpret_cast<Vec*>(v + off) = stage_v[t];
+      if (t % chunks == 0) {
+        p.importance[b + to] = tile_importance[c];
+        p.position[b + to] = tile_position[c];
+        atomicAdd(&moved, 1);
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) p.num_moves[r] = moved;
+}
+
+/// Thread per (cell, row) of an evicting row, hole-filling: new_order[move_logical[i]] = the
+/// new slot of the i-th oldest cell's row.
+static __global__ void step_order_kernel(eviction_step_params p) {
+  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t r = blockIdx.y;
+  if (p.evict_count[r] == 0 || i >= p.live[r]) return;
+  const std::int64_t b = p.base(r);
+  const std::int32_t to = p.move_logical[b + i];
+  if (to != core::evicted_slot) p.new_order[b + to] = p.move_physical[b + p.order[b + i]];
+}
+
+/// Thread per (cell, row) of an evicting row: order = new_order over the kept cells.
+static __global__ void step_order_copy_kernel(eviction_step_params p) {
+  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::int32_t r = blockIdx.y;
+  const std::int32_t k = p.evict_count[r];
+  if (k == 0 || i >= p.live[r] - k) return;
+  const std::int64_t b = p.base(r);
+  p.order[b + i] = p.new_order[b + i];
+}
+
+/// Thread per row: live -= k and the counters.
+static __global__ void step_finish_kernel(eviction_step_params p) {
+  const std::int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= p.rows) return;
+  const std::int32_t k = p.evict_count[r];
+  long long* s = p.stats + 4 * static_cast<std::int64_t>(r);
+  s[0] += 1;
+  if (k == 0) return;
+  p.live[r] -= k;
+  s[1] += 1;
+  s[2] += k;
+  s[3] += p.num_moves[r];
+}
+
+}  // namespace audiokv::cuda::kernels
