@@ -119,6 +119,9 @@ TEST(MemoryModesAllocation, PagedPlannersAndRewritersNeverAllocate) {
       share_layer_plan(span<eviction_plan>(heads.data(), 2), head_reduce::max, none, lws);
       make_page_granular(
           heads[0], P, page_score_rule::mean, [](std::int32_t) { return false; }, pws);
+      make_page_granular(
+          heads[1], P, page_score_rule::max, [](std::int32_t c) { return c % 5 == 0; }, pws,
+          page_protection::cells);
     }
   });
   EXPECT_TRUE(out.ok);
