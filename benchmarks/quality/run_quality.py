@@ -10,6 +10,16 @@ frames that carry audio: padding frames a policy keeps are paid from that budget
 for every policy. Protocol "offline": every frame is cached from the first step and each
 policy compresses once, after the prompt and four decoded tokens (see asr_whisper --help).
 
+Protocol "streaming" (asr_whisper --protocol streaming): the encoded window's frames are
+revealed 25 at a time (0.5 s) and decoding interleaves with them under an AlignAtt emission
+rule: a token is emitted while the alignment heads' peak lies more than 25 frames behind the
+newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, and
+not repeating the output's last span where the peak has not moved on; otherwise the next chunk
+is revealed. The window's last 16 frames (the padding's encoding) are fixed cells every head
+attends to, paid from every budget; every policy holds at most its budget at every moment, so
+peak K/V = budget. Reference: the same protocol with the full cache. Caveat: the encoder saw
+the whole window.
+
 Usage:
   benchmarks/quality/run_quality.py [--split test|dev] [--jobs 1] [--max-clips N]
                                     [--policies a,b,...] [--ratios 0.4,0.2,0.1]
@@ -52,7 +62,7 @@ RATIOS = [0.4, 0.2, 0.1]
 # The library's audiokv with one speech rule switched from its default (asr_whisper aliases).
 ABLATIONS = ["audiokv_sinks", "audiokv_no_coverage", "audiokv_no_frontier"]
 ABLATION_RATIOS = [0.2]
-REFERENCE = "true_model"
+REFERENCE = {"offline": "true_model", "streaming": "full_cache_streaming"}
 # A policy name with this suffix runs with merge on evict (evicted K/V rows fold into their
 # keepers, log(cells) logit bias): asr_whisper --merge 1.
 MERGE_SUFFIX = "+merge"  # full cache, all 1500 frames
@@ -218,7 +228,8 @@ def derive(rows):
         hyp_words = normalize_words(r["text"])
         out.append({
             "policy": r["policy"], "retention": r["keep_ratio"], "clip": r["clip_id"],
-            "split": r["split"], "protocol": r.get("protocol", "offline"), "reference": REFERENCE,
+            "split": r["split"], "protocol": r.get("protocol", "offline"),
+            "reference": REFERENCE[r.get("protocol", "offline")],
             "wer": r["wer"], "delta_wer": r["wer"] - f["wer"],
             "wer_vs_full": edit_distance(full_words, hyp_words) / max(1, len(full_words)),
             "repetition": repeated(r["tokens"], r["reached_eot"], f["tokens"]),
@@ -246,22 +257,30 @@ def summarize(rows, path_md, path_png, set_name=""):
     def corpus_wer(cells, ids):
         return sum(cells[c]["word_errors"] for c in ids) / max(1, sum(cells[c]["ref_words"] for c in ids))
 
+    protocol = rows[0].get("protocol", "offline")
     full_wer = corpus_wer(full, clips)
     full_lo, full_hi = bootstrap(clips, lambda s: corpus_wer(full, s))
     lines = ["# Quality sweep: Whisper tiny.en, decoder cross-attention K/V evicted per (layer, head)",
              "",
              f"Clips: {len(clips)} ({rows[0]['split']} split{', ' + set_name if set_name else ''}); "
-             f"protocol {rows[0].get('protocol', 'offline')}; reference: the true model (full "
-             f"cache, all 1500 frames), WER {100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-"
-             f"{100 * full_hi:.2f}%). Budget per (layer, head): round(retention x N_a), N_a the "
-             "frames that carry audio; every policy starts from all 1500 frames and pays for "
-             "the padding frames it keeps; compression once, after the prompt and four tokens.",
+             + (f"protocol offline; reference: the true model (full cache, all 1500 frames), "
+                f"WER {100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). "
+                "Budget per (layer, head): round(retention x N_a), N_a the frames that carry "
+                "audio; every policy starts from all 1500 frames and pays for the padding frames "
+                "it keeps; compression once, after the prompt and four tokens."
+                if protocol == "offline" else
+                f"protocol streaming; reference: the full cache under the same protocol, WER "
+                f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
+                "revealed 0.5 s at a time, AlignAtt emission (align 25 frames, look-back stop 25, "
+                "repeat stop); the window's last 16 frames are fixed sinks paid from the budget "
+                "round(retention x N_a); every policy holds at most its budget at every moment "
+                "(peak K/V = budget). The encoder saw the whole window."),
              "Corpus WER = word errors / reference words over the clips; intervals: 2000 bootstrap "
              "resamples of clips (paired for delta WER). Repetition: no end of text, output > 1.5x "
              "the full length, or a token 4-gram three or more times more than in the full output.",
              "",
              "| policy | retention | WER % (95% CI) | delta WER points (95% CI) | WER vs full output % "
-             "| repetition % | steady KV MiB | RTF |",
+             f"| repetition % | {'steady' if protocol == 'offline' else 'peak'} KV MiB | RTF |",
              "|---|---|---|---|---|---|---|---|"]
     curves = {}
     for (policy, ratio) in sorted(by, key=lambda k: (k[0] != "full", -k[1], k[0])):
@@ -272,7 +291,8 @@ def summarize(rows, path_md, path_png, set_name=""):
         dlo, dhi = bootstrap(ids, lambda s: corpus_wer(cells, s) - corpus_wer(full, s))
         vs_full = sum(cells[c]["wer_vs_full"] for c in ids) / len(ids)
         rep = sum(cells[c]["repetition"] for c in ids) / len(ids)
-        kv = sum(cells[c]["steady_kv_bytes"] for c in ids) / len(ids) / 2**20
+        kv_key = "steady_kv_bytes" if protocol == "offline" else "peak_kv_bytes"
+        kv = sum(cells[c][kv_key] for c in ids) / len(ids) / 2**20
         rtf = sum(cells[c]["rtf"] for c in ids) / len(ids)
         lines.append(f"| {policy} | {ratio:g} | {100 * wer:.2f} ({100 * lo:.2f}-{100 * hi:.2f}) | "
                      f"{100 * (wer - full_wer):+.2f} ({100 * dlo:+.2f} to {100 * dhi:+.2f}) | "
@@ -304,8 +324,9 @@ def summarize(rows, path_md, path_png, set_name=""):
 
 
 def output_prefix(args):
-    """quality, quality_dev, quality_<set>, quality_<set>_dev."""
-    name = "quality" + (f"_{args.set}" if args.set else "")
+    """quality[_streaming][_<set>][_dev]."""
+    name = ("quality" + ("_streaming" if args.protocol == "streaming" else "")
+            + (f"_{args.set}" if args.set else ""))
     return name if args.split == "test" else f"{name}_{args.split}"
 
 

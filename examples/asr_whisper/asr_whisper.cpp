@@ -152,7 +152,14 @@ void usage(std::ostream& os) {
         "                  heads' peak is more than --align-frames (25) behind the newest frame;\n"
         "                  every policy holds at most its budget at every moment\n"
         "  --lookback-stop N  streaming: also wait for audio while the peak is more than N frames\n"
-        "                  behind the furthest peak of an emitted token (default off)\n"
+        "                  behind the furthest peak of an emitted token (default 25;\n"
+        "                  -1: off)\n"
+        "  --window-sinks N  streaming: the window's last N frames (the padding's encoding)\n"
+        "                  are fixed cells every head attends to from the first step, paid\n"
+        "                  from every policy's budget (default 16)\n"
+        "  --repeat-stop 0|1  streaming: wait for audio instead of emitting a token that ends\n"
+        "                  the output in two equal spans while the peak has not moved past\n"
+        "                  the first span's (default 1)\n"
         "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
         "                  estimates the frontier from each head's own attention)\n"
         "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
@@ -268,7 +275,10 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
                                            int observe_steps) {
   audiokv::policy_options po;
   // The budget counts the audio's frames, N_a; padding a policy keeps is paid from it.
-  po.budget = std::max(1, static_cast<int>(std::lround(o.keep_ratio * clip.n_speech_frames)));
+  // Streaming window sinks are cells every head holds: they are paid from the budget too.
+  const int sinks = o.streaming ? o.stream.window_sinks : 0;
+  po.budget =
+      std::max(1, static_cast<int>(std::lround(o.keep_ratio * clip.n_speech_frames)) - sinks);
   // Room for every cell of the clip and for budgets above it (PyramidKV's first layers).
   po.capacity = std::max(2 * po.budget, clip.n_frames);
   po.audiokv.budget = po.budget;
@@ -435,6 +445,10 @@ int run(int argc, char** argv) {
       o.stream.align_frames = parse_int(next(), "--align-frames");
     else if (a == "--lookback-stop")
       o.stream.lookback_stop_frames = parse_int(next(), "--lookback-stop");
+    else if (a == "--repeat-stop")
+      o.stream.repeat_stop = parse_int(next(), "--repeat-stop") != 0;
+    else if (a == "--window-sinks")
+      o.stream.window_sinks = parse_int(next(), "--window-sinks");
     else if (a == "--window")
       o.window = parse_int(next(), "--window");
     else if (a == "--kernel")
@@ -592,7 +606,8 @@ int run(int argc, char** argv) {
            << "\",\"keep_ratio\":" << run.ratio << ",\"protocol\":\""
            << (o.streaming ? "streaming" : "offline") << "\",\"frame_mode\":\""
            << (o.frames == frame_mode::all ? "all" : "speech")
-           << "\",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
+           << "\",\"window_sinks\":" << (o.streaming ? o.stream.window_sinks : 0)
+           << ",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
            << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
            << ",\"tokens\":[";
         for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];

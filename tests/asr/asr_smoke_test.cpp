@@ -169,6 +169,17 @@ void unit_checks() {
   for (float v : mel) all = all && std::fabs(v + 1.5f) < 1e-6f;
   check(all, "log-mel of silence is -1.5 everywhere");
 
+  // Streaming repeat stop: the output's end repeats a span while the peak has not moved on.
+  const std::vector<int32_t> said = {7, 8, 9, 8};
+  const std::vector<int> at = {10, 20, 30, 40};
+  check(repeats_without_progress(said, at, 9, 30) && repeats_without_progress(said, at, 9, 25),
+        "repeat stop: 8 9 8 9 with the peak at or before the first 9's (30) waits");
+  check(!repeats_without_progress(said, at, 9, 31), "repeat stop: a peak past 30 emits the repeat");
+  check(!repeats_without_progress(said, at, 5, 0), "repeat stop: no repeated span, no stop");
+  check(repeats_without_progress(said, at, 8, 40) && !repeats_without_progress(said, at, 8, 41),
+        "repeat stop: 8 8 (k = 1) waits up to the first 8's peak (40)");
+  check(!repeats_without_progress({}, {}, 3, 0), "repeat stop: an empty output never stops");
+
   check(half_to_float(0x3c00) == 1.0f && half_to_float(0xc000) == -2.0f &&
             half_to_float(0x0001) == std::ldexp(1.0f, -24) && std::isinf(half_to_float(0x7c00)),
         "fp16 -> fp32 conversion");
@@ -366,6 +377,24 @@ int main() {
       } else {
         check(probe.differing_layers_seen > 0, name + ": heads keep different positions");
       }
+    }
+    // Streaming protocol, full cache: the window's last 16 frames are fixed sinks, the
+    // speech frames revealed in chunks; the transcript still ends at EOT and reads the clip.
+    {
+      streaming_options so;
+      const decode_result st = tr.transcribe(clip, keep, frame_mode::speech, {}, 1.0, &so);
+      const word_error_rate ws = word_error_rate::compute(
+          "Please enter your password followed by the pound key.", tr.text(st.tokens));
+      const long heads = static_cast<long>(model.n_dec_layers()) * model.n_dec_heads();
+      check(st.reached_eot && ws.rate() <= 0.25 && st.reveals > 0 &&
+                st.peak_cells == heads * (clip.n_speech_frames + so.window_sinks),
+            "streaming full cache with window sinks: EOT, WER " + std::to_string(ws.rate()) +
+                ", peak cells " + std::to_string(st.peak_cells));
+      cross_kv_cache overlap;
+      overlap.load(clip.enc.cross_k, clip.enc.cross_v, model.n_dec_heads(), model.w.n_audio_ctx - 8,
+                   25);
+      expect_error("window sinks over revealed frames", [&] { overlap.set_window_sinks(16); },
+                   {"16 window sinks", "1492 revealed frames"});
     }
     // Shared-row / int8 store: exact sharing alone reads the same rows (Whisper frames never repeat
     // bit for bit), so the full-cache transcript is unchanged; the int8 buffer arena under

@@ -89,6 +89,44 @@ class cross_kv_cache {
   /// Frames revealed so far (offline: n_frames).
   int visible() const { return visible_; }
 
+  /// Streaming: the window's last `count` frames (rows [rows - count, rows) of the encoder
+  /// output, for Whisper the encoding of the padding after the audio) become fixed cells that
+  /// every head attends to from the first step and no policy manages. Whisper's decoder was
+  /// trained on padded 30 s windows and parks attention on them; without them, a partly
+  /// revealed window reads as audio that stops mid-word. Call after load(); n_frames must
+  /// leave them out (n_frames <= rows - count).
+  void set_window_sinks(int count) {
+    const int rows = static_cast<int>((*src_k_)[0].rows());
+    if (count < 0 || capacity_ > rows - count) {
+      throw asr_error("cross_kv_cache: " + std::to_string(count) + " window sinks overlap the " +
+                      std::to_string(capacity_) + " revealed frames of a " + std::to_string(rows) +
+                      "-frame window");
+    }
+    n_sinks_ = count;
+    sink_k_.assign(static_cast<size_t>(n_layers_) * n_heads_ * count * head_dim_, 0.0f);
+    sink_v_.assign(sink_k_.size(), 0.0f);
+    for (int l = 0; l < n_layers_; ++l) {
+      for (int h = 0; h < n_heads_; ++h) {
+        for (int t = 0; t < count; ++t) {
+          const size_t at = (idx(l, h) * count + t) * head_dim_;
+          std::memcpy(&sink_k_[at], &(*src_k_)[l](rows - count + t, h * head_dim_),
+                      sizeof(float) * head_dim_);
+          std::memcpy(&sink_v_[at], &(*src_v_)[l](rows - count + t, h * head_dim_),
+                      sizeof(float) * head_dim_);
+        }
+      }
+    }
+  }
+  /// Fixed window-sink cells per (layer, head) (0 unless set_window_sinks()).
+  int n_sinks() const { return n_sinks_; }
+  /// [n_sinks, head_dim] K and V of the window sinks of (l, h).
+  const float* sink_k(int l, int h) const {
+    return sink_k_.data() + idx(l, h) * n_sinks_ * head_dim_;
+  }
+  const float* sink_v(int l, int h) const {
+    return sink_v_.data() + idx(l, h) * n_sinks_ * head_dim_;
+  }
+
   /// Builds one audiokv::cpu::head_kv_store per (layer, head) from the loaded rows; attention
   /// then reads the stores, and the dense rows stay as the float reference that measures the
   /// stores' attention error.
@@ -122,7 +160,7 @@ class cross_kv_cache {
     for (const auto& s : stores_) bytes += static_cast<long>(s.kv_bytes() + s.table_bytes());
     return bytes;
   }
-  /// Bytes of the kept cells as dense float K and V.
+  /// Bytes of the kept cells and the window sinks as dense float K and V.
   long dense_kv_bytes() const {
     return total_cells() * 2L * head_dim_ * static_cast<long>(sizeof(float));
   }
@@ -152,9 +190,9 @@ class cross_kv_cache {
     return hv;
   }
 
-  /// Sum of n_kv over all (layer, head).
+  /// Sum of n_kv plus the window sinks over all (layer, head).
   long total_cells() const {
-    long s = 0;
+    long s = static_cast<long>(n_sinks_) * static_cast<long>(n_kv_.size());
     for (int n : n_kv_) s += n;
     return s;
   }
@@ -213,10 +251,11 @@ class cross_kv_cache {
   size_t idx(int l, int h) const { return static_cast<size_t>(l) * n_heads_ + h; }
   size_t block(int l, int h) const { return idx(l, h) * capacity_ * head_dim_; }
 
-  int n_layers_ = 0, n_heads_ = 0, head_dim_ = 0, capacity_ = 0, visible_ = 0;
+  int n_layers_ = 0, n_heads_ = 0, head_dim_ = 0, capacity_ = 0, visible_ = 0, n_sinks_ = 0;
   const std::vector<mat_rm>* src_k_ = nullptr;  // encoder K/V the frames are revealed from
   const std::vector<mat_rm>* src_v_ = nullptr;
   std::vector<float> k_, v_;
+  std::vector<float> sink_k_, sink_v_;  // [layers * heads, n_sinks, head_dim]
   std::vector<int32_t> pos_;
   std::vector<int> n_kv_;
   std::vector<audiokv::cpu::head_kv_store> stores_;  // [layers * heads] when enabled

@@ -51,8 +51,29 @@ struct streaming_options {
   /// Look-back stop: a token is not emitted while the peak lies more than this many frames
   /// behind the furthest peak of an emitted token (the decoder returning to audio it has
   /// transcribed); -1 disables the rule.
-  int lookback_stop_frames = -1;
+  int lookback_stop_frames = 25;
+  /// The window's last frames, fixed cells every head attends to from the first step
+  /// (cross_kv_cache::set_window_sinks); they are paid from every policy's budget.
+  int window_sinks = 16;
+  /// Repeat stop: a token that would end the output in two equal spans of at most 8 tokens
+  /// is not emitted while the peak has not passed the first span's last peak (a span repeated
+  /// where the audio has not moved on is the decoder waiting for audio, not speech).
+  bool repeat_stop = true;
 };
+
+/// True when `tokens` + `next` ends in two equal spans of k <= 8 tokens and `peak` does not lie
+/// after the peak at which the first span's last token was emitted (`peaks` per token).
+inline bool repeats_without_progress(const std::vector<int32_t>& tokens,
+                                     const std::vector<int>& peaks, int32_t next, int peak) {
+  const auto n = static_cast<std::ptrdiff_t>(tokens.size()) + 1;  // with `next`
+  auto at = [&](std::ptrdiff_t i) { return i + 1 == n ? next : tokens[static_cast<size_t>(i)]; };
+  for (std::ptrdiff_t k = 1; k <= 8 && 2 * k <= n; ++k) {
+    bool equal = true;
+    for (std::ptrdiff_t i = 0; i < k && equal; ++i) equal = at(n - k + i) == at(n - 2 * k + i);
+    if (equal && peak <= peaks[static_cast<size_t>(n - k - 1)]) return true;
+  }
+  return false;
+}
 
 /// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
 /// (layer, head) at every step. Decoding rules follow CTranslate2's Whisper generate with
@@ -109,7 +130,8 @@ class whisper_decoder {
     for (int l = 0; l < n_layers; ++l) {
       for (int h = 0; h < H; ++h) hook.on_head_start(cache.view(l, h));
     }
-    const double full_cells = static_cast<double>(n_layers) * H * cache.capacity();
+    const double full_cells =
+        static_cast<double>(n_layers) * H * (cache.capacity() + cache.n_sinks());
 
     // Self-attention cache: per layer, K and V rows indexed by decoder position.
     std::vector<mat_rm> self_k(n_layers, mat_rm::Zero(w.n_text_ctx, d));
@@ -166,16 +188,24 @@ class whisper_decoder {
         // Cross-attention over each head's kept cells.
         L.ln_cross.forward(x, xn);
         L.cross_q.forward(xn, q);
+        const int n_sinks = cache.n_sinks();
         for (int h = 0; h < H; ++h) {
           const int n_kv = cache.n_kv(l, h);
           Eigen::Map<const mat_rm> K(cache.k_ptr(l, h), n_kv, hd);
           Eigen::Map<const mat_rm> V(cache.v_ptr(l, h), n_kv, hd);
+          // Scores [cells | window sinks], one softmax over both; the hook sees the cells'.
+          scores.resize(std::max(scores.size(), static_cast<size_t>(n_kv + n_sinks)));
           Eigen::Map<Eigen::RowVectorXf> s(scores.data(), n_kv);
+          Eigen::Map<Eigen::RowVectorXf> s_sink(scores.data() + n_kv, n_sinks);
+          Eigen::Map<const mat_rm> K_sink(cache.sink_k(l, h), n_sinks, hd);
+          Eigen::Map<const mat_rm> V_sink(cache.sink_v(l, h), n_sinks, hd);
           s.noalias() = (q.middleCols(h * hd, hd) * scale) * K.transpose();
+          if (n_sinks > 0)
+            s_sink.noalias() = (q.middleCols(h * hd, hd) * scale) * K_sink.transpose();
           if (const float* bias = hook.logit_bias(l, h)) {
             s += Eigen::Map<const Eigen::RowVectorXf>(bias, n_kv);
           }
-          softmax_inplace(scores.data(), n_kv);
+          softmax_inplace(scores.data(), n_kv + n_sinks);
           if (cache.has_store()) {
             // Decoding reads the store; the dense rows give the reference output.
             reference_out.noalias() = s * V;
@@ -188,6 +218,7 @@ class whisper_decoder {
           } else {
             attn.middleCols(h * hd, hd).noalias() = s * V;
           }
+          if (n_sinks > 0) attn.middleCols(h * hd, hd).noalias() += s_sink * V_sink;
           if (is_alignment[l * H + h] && n_kv > 0) {
             peaks.push_back(cache.pos_ptr(
                 l, h)[std::max_element(scores.data(), scores.data() + n_kv) - scores.data()]);
@@ -232,7 +263,9 @@ class whisper_decoder {
     };
 
     int32_t token = prompt[0];
-    int furthest_peak = 0;  // streaming: the furthest alignment peak of an emitted token
+    int furthest_peak = 0;         // streaming: the furthest alignment peak of an emitted token
+    int emitted_peak = 0;          // streaming: the alignment peak of the token being emitted
+    std::vector<int> token_peaks;  // streaming: the peak of each emitted token
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
       const float ninf = -std::numeric_limits<float>::infinity();
@@ -254,8 +287,12 @@ class whisper_decoder {
         const int newest = cache.visible() - 1;
         const bool going_back = stream->lookback_stop_frames >= 0 &&
                                 peak < furthest_peak - stream->lookback_stop_frames;
-        if (best != m.eot && !going_back && peak < newest - stream->align_frames) {
+        const bool stuck =
+            stream->repeat_stop && best != m.eot &&
+            repeats_without_progress(res.tokens, token_peaks, static_cast<int32_t>(best), peak);
+        if (best != m.eot && !going_back && !stuck && peak < newest - stream->align_frames) {
           furthest_peak = std::max(furthest_peak, peak);
+          emitted_peak = peak;
           break;
         }
         reveal();
@@ -275,6 +312,7 @@ class whisper_decoder {
         break;
       }
       res.tokens.push_back(token);
+      token_peaks.push_back(emitted_peak);
       if (static_cast<int>(res.tokens.size()) >= max_new) break;
     }
     hook.on_clip_end();

@@ -79,13 +79,16 @@ class whisper_transcriber {
   decode_result transcribe(const prepared_clip& c, kv_eviction_hook& hook, frame_mode mode,
                            kv_store_options store = {}, double keep_ratio = 1.0,
                            const streaming_options* stream = nullptr) const {
-    const int n_frames = mode == frame_mode::all ? m_.w.n_audio_ctx : c.n_speech_frames;
+    const int sinks = stream != nullptr ? stream->window_sinks : 0;
+    const int n_frames = std::min(mode == frame_mode::all ? m_.w.n_audio_ctx : c.n_speech_frames,
+                                  m_.w.n_audio_ctx - sinks);
     if (stream != nullptr && store.enabled()) {
       throw asr_error("the streaming protocol does not support K/V stores");
     }
     cross_kv_cache cache;
     cache.load(c.enc.cross_k, c.enc.cross_v, m_.w.dec_heads, n_frames,
                stream != nullptr ? stream->chunk_frames : -1);
+    if (sinks > 0) cache.set_window_sinks(sinks);
     if (store.enabled()) {
       const int budget = std::max(1, static_cast<int>(std::lround(keep_ratio * c.n_speech_frames)));
       const audiokv::pool_split split;
