@@ -5,8 +5,9 @@
 # Lays the already-built GPU executables out (cmake/gpu_bundle_layout.cmake), copies the folder to
 # another path and deletes the original, then runs benchmarks/cuda/run_gpu_checks.sh on the copy
 # with the benchmarks only listed. Passes when the script exits 0, every executable resolves its
-# non-system libraries inside the copy, and every test binary in the MANIFEST ran with no
-# failure (without a device: skipped, the probe saying so).
+# non-system libraries inside the copy, every test binary in the MANIFEST ran with no failure,
+# every example passed and every benchmark binary listed its benchmarks (without a device: the
+# tests skip and the examples exit 77).
 set -euo pipefail
 cmake_bin="$1" layout="$2" inputs="$3"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -67,6 +68,13 @@ for t in $(awk '$1 == "test" { print $2 }' "${bundle}/MANIFEST"); do
   grep -qx "xml/${t}.xml" "${tmp}/xml.list" || fail "no XML for ${t}"
 done
 ((n_tests > 0)) || fail "no test binary in the MANIFEST"
+for e in $(awk '$1 == "example" { print $2 }' "${bundle}/MANIFEST"); do
+  if ((no_device)); then
+    grep -q "^example ${e}: skipped (.*), exit 77$" "${tmp}/run.log" || fail "${e} did not skip"
+  else
+    grep -q "^example ${e}: ok, exit 0$" "${tmp}/run.log" || fail "${e} failed"
+  fi
+done
 for b in $(awk '$1 == "benchmark" { print $2 }' "${bundle}/MANIFEST"); do
   grep -q "^benchmark ${b}: loads, [1-9][0-9]* benchmarks listed" "${tmp}/run.log" ||
     fail "${b} did not list its benchmarks"
