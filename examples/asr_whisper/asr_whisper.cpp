@@ -638,6 +638,14 @@ int run(int argc, char** argv) {
                   << fmt(clip.mel_seconds, 3) << " s, encoder " << fmt(clip.encoder_seconds, 3)
                   << " s, decoder " << fmt(r.seconds, 3) << " s (" << r.tokens.size()
                   << " tokens), RTF " << fmt(rtf, 3) << "\n";
+        if (o.streaming) {
+          std::cout << "  policy " << run_name << " (streaming, " << r.reveals
+                    << " chunks revealed): peak K/V "
+                    << fmt(static_cast<double>(r.peak_cells) * 2.0 * model.head_dim() *
+                               sizeof(float) / 1048576.0,
+                           2)
+                    << " MiB\n";
+        }
         if (run.policy != "full") {
           std::cout << "  policy " << run_name << ": kept " << fmt(100.0 * r.final_kept_fraction, 1)
                     << "% of cells at the end, " << fmt(100.0 * r.mean_kept_fraction, 1)
