@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 
 #include "../../core/compaction.hpp"
 #include "../../core/entropy.hpp"
@@ -14,6 +15,7 @@
 #include "../../core/gqa.hpp"
 #include "../../core/hole_filling.hpp"
 #include "../../core/importance.hpp"
+#include "../../core/selection_key.hpp"
 #include "../../policy/cell_stage.hpp"
 #include "../../policy/smoothing_pipeline.hpp"
 #include "../../policy/stage_context.hpp"
@@ -26,42 +28,38 @@ namespace audiokv::cuda::kernels {
 
 /// @brief Device arrays and constants of one eviction step (plain data, a kernel argument).
 struct eviction_step_params {
-  std::int32_t* live = nullptr;             ///< [rows]
-  std::int32_t* next_position = nullptr;    ///< [rows]
-  std::int32_t* evict_count = nullptr;      ///< [rows]
-  std::int32_t* num_moves = nullptr;        ///< [rows]
-  long long* stats = nullptr;               ///< [rows][4] steps, evictions, cells, rows moved
-  std::int32_t* order = nullptr;            ///< [rows, capacity]
-  std::int32_t* new_order = nullptr;        ///< [rows, capacity]
-  std::int32_t* position = nullptr;         ///< [rows, capacity]
-  float* importance = nullptr;              ///< [rows, capacity]
-  float* in_order = nullptr;                ///< [rows, capacity]
-  float* scores = nullptr;                  ///< [rows, capacity]
-  float* scratch = nullptr;                 ///< [rows, capacity]
-  std::uint8_t* candidate = nullptr;        ///< [rows, capacity]
-  std::uint8_t* evicted = nullptr;          ///< [rows, capacity]
-  std::int32_t* keep_logical = nullptr;     ///< [rows, capacity]
-  std::int32_t* keep_physical = nullptr;    ///< [rows, capacity]
-  std::int32_t* prefix_logical = nullptr;   ///< [rows, capacity]
-  std::int32_t* prefix_physical = nullptr;  ///< [rows, capacity]
-  std::int32_t* move_logical = nullptr;     ///< [rows, capacity]
-  std::int32_t* move_physical = nullptr;    ///< [rows, capacity]
-  std::int32_t* hole_of_rank = nullptr;     ///< [rows, capacity]
-  std::int32_t* src = nullptr;              ///< [rows, capacity]
-  std::int32_t* dst = nullptr;              ///< [rows, capacity]
-  std::int32_t rows = 0;                    ///< rows of the step
-  std::int32_t capacity = 0;                ///< slots per row
-  std::int32_t group = 1;                   ///< query heads per row
-  std::int32_t cells_per_step = 0;          ///< cells appended per step
-  std::int32_t trigger_cells = 0;           ///< live count that triggers
-  std::int32_t target_cells = 0;            ///< live count an eviction gets down to
-  std::int32_t sink_cells = 0;              ///< protected oldest cells
-  std::int32_t recent_cells = 0;            ///< protected newest cells
-  float alpha = 0.0f;                       ///< importance EMA weight
-  float base_rate = 0.0f;                   ///< ratio at maximal entropy
-  float lambda = 0.0f;                      ///< ratio gain
-  gqa_reduce reduce = gqa_reduce::mean;     ///< group reduction
-  std::int64_t row_bytes = 0;               ///< bytes of one K or V row
+  std::int32_t* live = nullptr;           ///< [rows]
+  std::int32_t* next_position = nullptr;  ///< [rows]
+  std::int32_t* evict_count = nullptr;    ///< [rows]
+  std::int32_t* num_moves = nullptr;      ///< [rows]
+  long long* stats = nullptr;             ///< [rows][4] steps, evictions, cells, rows moved
+  std::int32_t* order = nullptr;          ///< [rows, capacity]
+  std::int32_t* new_order = nullptr;      ///< [rows, capacity]
+  std::int32_t* position = nullptr;       ///< [rows, capacity]
+  float* importance = nullptr;            ///< [rows, capacity]
+  float* in_order = nullptr;              ///< [rows, capacity]
+  float* scores = nullptr;                ///< [rows, capacity]
+  float* scratch = nullptr;               ///< [rows, capacity]
+  std::uint8_t* evicted = nullptr;        ///< [rows, capacity]
+  std::int32_t* keep_physical = nullptr;  ///< [rows, capacity]
+  std::int32_t* move_logical = nullptr;   ///< [rows, capacity]
+  std::int32_t* move_physical = nullptr;  ///< [rows, capacity]
+  std::int32_t* hole_of_rank = nullptr;   ///< [rows, capacity]
+  std::int32_t* src = nullptr;            ///< [rows, capacity]
+  std::int32_t* dst = nullptr;            ///< [rows, capacity]
+  std::int32_t rows = 0;                  ///< rows of the step
+  std::int32_t capacity = 0;              ///< slots per row
+  std::int32_t group = 1;                 ///< query heads per row
+  std::int32_t cells_per_step = 0;        ///< cells appended per step
+  std::int32_t trigger_cells = 0;         ///< live count that triggers
+  std::int32_t target_cells = 0;          ///< live count an eviction gets down to
+  std::int32_t sink_cells = 0;            ///< protected oldest cells
+  std::int32_t recent_cells = 0;          ///< protected newest cells
+  float alpha = 0.0f;                     ///< importance EMA weight
+  float base_rate = 0.0f;                 ///< ratio at maximal entropy
+  float lambda = 0.0f;                    ///< ratio gain
+  gqa_reduce reduce = gqa_reduce::mean;   ///< group reduction
+  std::int64_t row_bytes = 0;             ///< bytes of one K or V row
 
   /// First element of row r in the per-cell arrays.
   __device__ std::int64_t base(std::int32_t r) const {
@@ -100,19 +98,18 @@ static __global__ void step_importance_kernel(eviction_step_params p, const floa
                                 p.alpha);
 }
 
-/// Block per row (core::step_entropy_lanes threads): below the trigger, no candidate and
-/// k = 0; else the importance in time order through the pipeline into scores, the candidates,
-/// the entropy of their scores in the lane order of core/eviction_step.hpp, and k.
+/// Block per row (core::step_entropy_lanes threads): below the trigger k = 0; else the
+/// importance in time order through the pipeline into scores, the entropy of the candidates'
+/// scores in the lane order of core/eviction_step.hpp, and k.
 template <class Pipeline>
-static __global__ void step_plan_kernel(Pipeline pipeline, eviction_step_params p) {
+static __global__ void __launch_bounds__(core::step_entropy_lanes)
+    step_plan_kernel(Pipeline pipeline, eviction_step_params p) {
   static_assert(Pipeline::runs_on_device,
                 "audiokv::cuda::step_plan_kernel: every stage must be a cell stage");
   const std::int32_t r = blockIdx.x;
   const std::int64_t b = p.base(r);
   const std::int32_t live = p.live[r];
-  std::uint8_t* candidate = p.candidate + b;
   if (!core::step_triggered(live, p.trigger_cells)) {
-    for (std::int32_t i = threadIdx.x; i < p.capacity; i += blockDim.x) candidate[i] = 0;
     if (threadIdx.x == 0) p.evict_count[r] = 0;
     return;
   }
@@ -133,9 +130,6 @@ static __global__ void step_plan_kernel(Pipeline pipeline, eviction_step_params 
   }
   const std::int32_t first = core::step_first_candidate(live, p.sink_cells);
   const std::int32_t n_cand = core::step_candidates(live, p.sink_cells, p.recent_cells);
-  for (std::int32_t i = threadIdx.x; i < p.capacity; i += blockDim.x) {
-    candidate[i] = core::step_is_candidate(i, live, p.sink_cells, p.recent_cells) ? 1 : 0;
-  }
   // Lane t sums candidates t, t + lanes, ... in ascending order, then the fixed tree.
   __shared__ alignas(
       8) unsigned char lane_bytes[core::step_entropy_lanes * sizeof(core::entropy_accumulator)];
@@ -157,74 +151,155 @@ static __global__ void step_plan_kernel(Pipeline pipeline, eviction_step_params 
   }
 }
 
-/// Thread per (cell, row) of an evicting row: keep_logical[i] = live and not evicted; with
-/// hole-filling also keep_physical[order[i]] (slots >= live: 0).
-static __global__ void step_masks_kernel(eviction_step_params p, bool physical) {
-  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::int32_t r = blockIdx.y;
-  if (i >= p.capacity || p.evict_count[r] == 0) return;
+/// Exclusive prefix sums over a row in chunks of Threads values: next(x, carry) returns carry
+/// plus the sum of x over the lower threads of this chunk, and adds the chunk's total to every
+/// thread's carry. Every thread of the block must call it the same number of times.
+template <int Threads>
+struct row_scan {
+  /// CUB's block scan of int32.
+  using block_scan = cub::BlockScan<std::int32_t, Threads>;
+  /// Shared storage of the scan.
+  typename block_scan::TempStorage& storage;
+
+  /// carry + exclusive prefix of x in this chunk; carry += the chunk's total.
+  __device__ std::int32_t next(std::int32_t x, std::int32_t& carry) {
+    std::int32_t before = 0, total = 0;
+    block_scan(storage).ExclusiveSum(x, before, total);
+    __syncthreads();  // the storage is reused by the next call
+    const std::int32_t out = carry + before;
+    carry += total;
+    return out;
+  }
+};
+
+/// Block per evicting row: marks the k candidates first in (score, time index) order, i.e. the
+/// k lowest keys core::ordered_score_bits with ties to the older cell (core::evicts_before).
+/// Radix select on the 32-bit keys, 8 bits per pass (histogram in shared memory), gives the
+/// k-th key T and how many keys equal to T are taken; a block scan in time order then takes
+/// the oldest of those. evicted is written for the cells [0, live); rows with k = 0 are left.
+template <int Threads>
+static __global__ void __launch_bounds__(Threads) step_select_kernel(eviction_step_params p) {
+  const std::int32_t r = blockIdx.x;
+  const std::int32_t k = p.evict_count[r];
+  if (k == 0) return;
   const std::int64_t b = p.base(r);
   const std::int32_t live = p.live[r];
-  const std::int32_t keep = i < live && p.evicted[b + i] == 0 ? 1 : 0;
-  p.keep_logical[b + i] = keep;
-  if (!physical) return;
-  if (i < live) {
-    p.keep_physical[b + p.order[b + i]] = keep;
-  } else {
-    p.keep_physical[b + i] = 0;
+  const std::int32_t first = core::step_first_candidate(live, p.sink_cells);
+  const std::int32_t n = core::step_candidates(live, p.sink_cells, p.recent_cells);
+  const float* scores = p.scores + b + first;
+  __shared__ std::int32_t histogram[256];
+  __shared__ std::uint32_t shared_prefix;
+  __shared__ std::int32_t shared_remaining;
+  __shared__ typename row_scan<Threads>::block_scan::TempStorage storage;
+  std::uint32_t prefix = 0, mask = 0;
+  std::int32_t remaining = k;  // keys still to take among those matching prefix under mask
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (std::int32_t d = threadIdx.x; d < 256; d += Threads) histogram[d] = 0;
+    __syncthreads();
+    for (std::int32_t c = threadIdx.x; c < n; c += Threads) {
+      const std::uint32_t u = core::ordered_score_bits(scores[c]);
+      if ((u & mask) == prefix) atomicAdd(&histogram[(u >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      std::int32_t below = 0;
+      std::uint32_t d = 0;
+      for (; d < 255u && below + histogram[d] < remaining; ++d) below += histogram[d];
+      shared_prefix = prefix | (d << shift);
+      shared_remaining = remaining - below;
+    }
+    __syncthreads();
+    prefix = shared_prefix;
+    remaining = shared_remaining;
+    mask |= 255u << shift;
+  }
+  // prefix is the k-th key; the `remaining` oldest cells with that key complete the k.
+  row_scan<Threads> scan{storage};
+  std::int32_t carry = 0;
+  for (std::int32_t base = 0; base < n; base += Threads) {
+    const std::int32_t c = base + static_cast<std::int32_t>(threadIdx.x);
+    const std::uint32_t u = c < n ? core::ordered_score_bits(scores[c]) : 0u;
+    const std::int32_t equal = c < n && u == prefix ? 1 : 0;
+    const std::int32_t rank = scan.next(equal, carry);
+    if (c < n) {
+      p.evicted[b + first + c] = u < prefix || (equal != 0 && rank < remaining) ? 1 : 0;
+    }
+  }
+  for (std::int32_t i = threadIdx.x; i < first; i += Threads) p.evicted[b + i] = 0;
+  for (std::int32_t i = first + n + static_cast<std::int32_t>(threadIdx.x); i < live;
+       i += Threads) {
+    p.evicted[b + i] = 0;
   }
 }
 
-/// Kept slots of row r before slot s, from the exclusive prefix over every row.
-__device__ inline std::int32_t step_kept_before(const std::int32_t* prefix, std::int64_t b,
-                                                std::int32_t s) {
-  return prefix[b + s] - prefix[b];
-}
-
-/// Thread per (slot, row), hole-filling: hole_of_rank[hole_rank(p)] = p for the holes below
-/// the new live count; slot 0 writes the row's move count (0 when nothing is evicted).
-static __global__ void step_holes_kernel(eviction_step_params p) {
-  const std::int32_t s = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::int32_t r = blockIdx.y;
+/// Block per evicting row: the compaction plan. Time order: move_logical[i] =
+/// core::compaction_target(kept, kept cells before i). Hole-filling (physical): keep_physical
+/// of each slot through order; the holes below n_after = live - k by core::hole_rank; the kept
+/// slots in [n_after, live) to the hole of their core::mover_rank (src / dst, move_physical);
+/// num_moves; then order[move_logical[i]] = move_physical[order[i]]. Rows with k = 0 only get
+/// num_moves = 0; in stable mode the row copy kernel writes num_moves.
+template <int Threads>
+static __global__ void __launch_bounds__(Threads)
+    step_compact_plan_kernel(eviction_step_params p, bool physical) {
+  const std::int32_t r = blockIdx.x;
   const std::int32_t k = p.evict_count[r];
   if (k == 0) {
-    if (s == 0) p.num_moves[r] = 0;
+    if (threadIdx.x == 0) p.num_moves[r] = 0;
     return;
   }
   const std::int64_t b = p.base(r);
-  const std::int32_t n_after = p.live[r] - k;
-  if (s == 0) p.num_moves[r] = n_after - step_kept_before(p.prefix_physical, b, n_after);
-  if (s < n_after && p.keep_physical[b + s] == 0) {
-    p.hole_of_rank[b + core::hole_rank(s, step_kept_before(p.prefix_physical, b, s))] = s;
-  }
-}
-
-/// Thread per (cell, row) of an evicting row: the stable time-order targets move_logical and,
-/// hole-filling, each slot's new slot (move_physical) and the move list src / dst by mover rank.
-static __global__ void step_targets_kernel(eviction_step_params p, bool physical) {
-  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::int32_t r = blockIdx.y;
-  const std::int32_t k = p.evict_count[r];
   const std::int32_t live = p.live[r];
-  if (k == 0 || i >= live) return;
-  const std::int64_t b = p.base(r);
-  p.move_logical[b + i] =
-      core::compaction_target(p.keep_logical[b + i] != 0, step_kept_before(p.prefix_logical, b, i));
-  if (!physical) return;
   const std::int32_t n_after = live - k;
-  std::int32_t to = core::evicted_slot;
-  if (p.keep_physical[b + i] != 0) {
-    if (i < n_after) {
-      to = i;
-    } else {
-      const std::int32_t rank = core::mover_rank(step_kept_before(p.prefix_physical, b, i),
-                                                 step_kept_before(p.prefix_physical, b, n_after));
-      to = p.hole_of_rank[b + rank];
-      p.src[b + rank] = i;
-      p.dst[b + rank] = to;
+  __shared__ typename row_scan<Threads>::block_scan::TempStorage storage;
+  row_scan<Threads> scan{storage};
+  std::int32_t carry = 0;
+  for (std::int32_t base = 0; base < live; base += Threads) {
+    const std::int32_t i = base + static_cast<std::int32_t>(threadIdx.x);
+    const std::int32_t keep = i < live && p.evicted[b + i] == 0 ? 1 : 0;
+    const std::int32_t before = scan.next(keep, carry);
+    if (i < live) {
+      p.move_logical[b + i] = core::compaction_target(keep != 0, before);
+      if (physical) p.keep_physical[b + p.order[b + i]] = keep;
     }
   }
-  p.move_physical[b + i] = to;
+  if (!physical) return;
+  __syncthreads();  // keep_physical complete
+  carry = 0;
+  for (std::int32_t base = 0; base < n_after; base += Threads) {
+    const std::int32_t s = base + static_cast<std::int32_t>(threadIdx.x);
+    const std::int32_t kept = s < n_after ? p.keep_physical[b + s] : 0;
+    const std::int32_t before = scan.next(kept, carry);
+    if (s < n_after) {
+      p.move_physical[b + s] = kept != 0 ? s : core::evicted_slot;
+      if (kept == 0) p.hole_of_rank[b + core::hole_rank(s, before)] = s;
+    }
+  }
+  const std::int32_t kept_before_end = carry;
+  __syncthreads();  // hole_of_rank complete
+  carry = kept_before_end;
+  for (std::int32_t base = n_after; base < live; base += Threads) {
+    const std::int32_t s = base + static_cast<std::int32_t>(threadIdx.x);
+    const std::int32_t kept = s < live ? p.keep_physical[b + s] : 0;
+    const std::int32_t before = scan.next(kept, carry);
+    if (s < live) {
+      std::int32_t to = core::evicted_slot;
+      if (kept != 0) {
+        const std::int32_t rank = core::mover_rank(before, kept_before_end);
+        to = p.hole_of_rank[b + rank];
+        p.src[b + rank] = s;
+        p.dst[b + rank] = to;
+      }
+      p.move_physical[b + s] = to;
+    }
+  }
+  if (threadIdx.x == 0) p.num_moves[r] = n_after - kept_before_end;
+  __syncthreads();  // move_physical complete
+  for (std::int32_t i = threadIdx.x; i < live; i += Threads) {
+    const std::int32_t to = p.move_logical[b + i];
+    if (to != core::evicted_slot) p.new_order[b + to] = p.move_physical[b + p.order[b + i]];
+  }
+  __syncthreads();
+  for (std::int32_t i = threadIdx.x; i < n_after; i += Threads) p.order[b + i] = p.new_order[b + i];
 }
 
 /// Grid (move blocks, rows), grid-stride over (move, Vec chunk): row (dst[m]) = row (src[m]) of
@@ -317,27 +392,6 @@ static __global__ void step_stable_rows_kernel(eviction_step_params p, unsigned 
     __syncthreads();
   }
   if (threadIdx.x == 0) p.num_moves[r] = moved;
-}
-
-/// Thread per (cell, row) of an evicting row, hole-filling: new_order[move_logical[i]] = the
-/// new slot of the i-th oldest cell's row.
-static __global__ void step_order_kernel(eviction_step_params p) {
-  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::int32_t r = blockIdx.y;
-  if (p.evict_count[r] == 0 || i >= p.live[r]) return;
-  const std::int64_t b = p.base(r);
-  const std::int32_t to = p.move_logical[b + i];
-  if (to != core::evicted_slot) p.new_order[b + to] = p.move_physical[b + p.order[b + i]];
-}
-
-/// Thread per (cell, row) of an evicting row: order = new_order over the kept cells.
-static __global__ void step_order_copy_kernel(eviction_step_params p) {
-  const std::int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  const std::int32_t r = blockIdx.y;
-  const std::int32_t k = p.evict_count[r];
-  if (k == 0 || i >= p.live[r] - k) return;
-  const std::int64_t b = p.base(r);
-  p.order[b + i] = p.new_order[b + i];
 }
 
 /// Thread per row: live -= k and the counters.

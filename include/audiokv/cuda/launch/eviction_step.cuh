@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cub/device/device_scan.cuh>
 #include <vector>
 
 #include "../../error.hpp"
@@ -22,34 +21,19 @@
 #include "../check.cuh"
 #include "../kernels/eviction_step_kernel.cuh"
 #include "eviction_step_layout.hpp"
-#include "select.cuh"
 #include "workspace.cuh"
 
 namespace audiokv::cuda {
-
-namespace detail {
-
-/// Bytes of CUB's exclusive prefix sum over `n` int32.
-inline std::size_t eviction_step_scan_bytes(std::size_t n) {
-  std::size_t bytes = 0;
-  cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
-                                static_cast<std::int32_t*>(nullptr), static_cast<int>(n));
-  return bytes;
-}
-
-}  // namespace detail
 
 /// @brief The workspace layout of a device eviction step over `config`.
 /// @throws audiokv::error from config.validate(). Host only; allocates nothing.
 inline eviction_step_layout eviction_step_workspace_layout(const eviction_step_config& config) {
   config.validate("cuda::eviction_step_workspace_layout");
-  const std::size_t cells = static_cast<std::size_t>(config.rows()) * config.capacity;
-  return make_eviction_step_layout(config, detail::eviction_step_scan_bytes(cells),
-                                   select_workspace_bytes(config.rows(), config.capacity));
+  return make_eviction_step_layout(config);
 }
 
 /// @brief Bytes of device workspace a cuda::eviction_step over `config` needs (its state and
-/// scratch; about 80 bytes per cell). Call once at setup.
+/// scratch: 53 bytes per cell plus 32 per row, each array 256-byte aligned). Call once at setup.
 /// @throws audiokv::error from config.validate(). Host only; allocates nothing.
 inline std::size_t eviction_step_workspace_bytes(const eviction_step_config& config) {
   return eviction_step_workspace_layout(config).total;
@@ -111,12 +95,8 @@ class eviction_step {
     p_.in_order = reinterpret_cast<float*>(b + layout_.in_order);
     p_.scores = reinterpret_cast<float*>(b + layout_.scores);
     p_.scratch = reinterpret_cast<float*>(b + layout_.scratch);
-    p_.candidate = b + layout_.candidate;
     p_.evicted = b + layout_.evicted;
-    p_.keep_logical = reinterpret_cast<std::int32_t*>(b + layout_.keep_logical);
     p_.keep_physical = reinterpret_cast<std::int32_t*>(b + layout_.keep_physical);
-    p_.prefix_logical = reinterpret_cast<std::int32_t*>(b + layout_.prefix_logical);
-    p_.prefix_physical = reinterpret_cast<std::int32_t*>(b + layout_.prefix_physical);
     p_.move_logical = reinterpret_cast<std::int32_t*>(b + layout_.move_logical);
     p_.move_physical = reinterpret_cast<std::int32_t*>(b + layout_.move_physical);
     p_.hole_of_rank = reinterpret_cast<std::int32_t*>(b + layout_.hole_of_rank);
@@ -155,9 +135,11 @@ class eviction_step {
   /// @param probs_row_stride  floats between rows of probs (>= capacity)
   /// @param k, v              device K and V ([rows() * capacity * row_bytes()] bytes), or
   ///                          nullptr (that buffer is not moved)
-  /// Enqueues a fixed sequence of kernels (and CUB's scans and radix sort) that depends only on
-  /// the configuration and the alignment of k and v, so the same call can be captured in a CUDA
-  /// graph and replayed; never allocates or synchronises.
+  /// Enqueues a fixed sequence of 7 kernels that depends only on the configuration and the
+  /// alignment of k and v, so the same call can be captured in a CUDA graph and replayed; never
+  /// allocates or synchronises. Per-cell work of a row that does not evict: the append and the
+  /// importance update; the smoothing, selection (radix select, a block per row) and compaction
+  /// kernels return at once.
   /// @return cudaErrorInvalidValue (before enqueuing anything) for a null probs, a stride below
   /// capacity, a stable compaction whose staged rows exceed 48 KiB of shared memory, or when
   /// reset() was never called; else the first launch error, or cudaSuccess.
@@ -170,9 +152,9 @@ class eviction_step {
     auto* kb = static_cast<unsigned char*>(k);
     auto* vb = static_cast<unsigned char*>(v);
     constexpr int t = eviction_step_grid::threads;
+    constexpr int rt = eviction_step_grid::row_threads;
     const dim3 cells(static_cast<unsigned>(grid_.cell_blocks), static_cast<unsigned>(grid_.rows));
     const auto rows = static_cast<unsigned>(grid_.rows);
-    const int n = static_cast<int>(static_cast<std::int64_t>(grid_.rows) * config_.capacity);
 
     kernels::step_append_kernel<<<rows, t, 0, stream>>>(p_);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
@@ -180,24 +162,9 @@ class eviction_step {
     AUDIOKV_CUDA_TRY(cudaGetLastError());
     kernels::step_plan_kernel<Pipeline><<<rows, t, 0, stream>>>(pipeline_, p_);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
-    AUDIOKV_CUDA_TRY(select_lowest(p_.scores, p_.candidate, grid_.rows, config_.capacity,
-                                   config_.capacity, p_.evict_count, p_.evicted, nullptr,
-                                   base_ + layout_.select, layout_.total - layout_.select, stream));
-    kernels::step_masks_kernel<<<cells, t, 0, stream>>>(p_, !stable);
+    kernels::step_select_kernel<rt><<<rows, rt, 0, stream>>>(p_);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
-    std::size_t scan_bytes = layout_.select - layout_.scan;
-    AUDIOKV_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
-        base_ + layout_.scan, scan_bytes, static_cast<const std::int32_t*>(p_.keep_logical),
-        p_.prefix_logical, n, stream));
-    if (!stable) {
-      scan_bytes = layout_.select - layout_.scan;
-      AUDIOKV_CUDA_TRY(cub::DeviceScan::ExclusiveSum(
-          base_ + layout_.scan, scan_bytes, static_cast<const std::int32_t*>(p_.keep_physical),
-          p_.prefix_physical, n, stream));
-      kernels::step_holes_kernel<<<cells, t, 0, stream>>>(p_);
-      AUDIOKV_CUDA_TRY(cudaGetLastError());
-    }
-    kernels::step_targets_kernel<<<cells, t, 0, stream>>>(p_, !stable);
+    kernels::step_compact_plan_kernel<rt><<<rows, rt, 0, stream>>>(p_, !stable);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
     const bool vec16 = aligned(kb, 16) && aligned(vb, 16) && config_.row_bytes() % 16 == 0;
     const bool vec4 = aligned(kb, 4) && aligned(vb, 4) && config_.row_bytes() % 4 == 0;
@@ -222,10 +189,6 @@ class eviction_step {
       } else {
         kernels::step_hole_fill_rows_kernel<unsigned char><<<moves, t, 0, stream>>>(p_, kb, vb);
       }
-      AUDIOKV_CUDA_TRY(cudaGetLastError());
-      kernels::step_order_kernel<<<cells, t, 0, stream>>>(p_);
-      AUDIOKV_CUDA_TRY(cudaGetLastError());
-      kernels::step_order_copy_kernel<<<cells, t, 0, stream>>>(p_);
       AUDIOKV_CUDA_TRY(cudaGetLastError());
     }
     kernels::step_finish_kernel<<<static_cast<unsigned>(grid_.finish_blocks), t, 0, stream>>>(p_);
@@ -273,7 +236,8 @@ class eviction_step {
   const std::int32_t* order() const noexcept { return p_.order; }
   /// Device [rows(), capacity] the last smoothed scores of each row that triggered, time order.
   const float* scores() const noexcept { return p_.scores; }
-  /// Device [rows(), capacity] 1 for the time-order cells the last step evicted.
+  /// Device [rows(), capacity] 1 for the time-order cells the last step evicted; written for
+  /// the cells [0, live before the eviction) of the rows whose evict_counts() is > 0 only.
   const std::uint8_t* evicted() const noexcept { return p_.evicted; }
   /// Device [rows()] cells each row evicted in the last step.
   const std::int32_t* evict_counts() const noexcept { return p_.evict_count; }

@@ -16,46 +16,36 @@ namespace audiokv::cuda {
 /// offset is a multiple of `alignment`; arrays do not overlap; `total` is the workspace size.
 /// Arrays of rows() entries: live, next_position, evict_count, num_moves; stats holds 4 int64
 /// per row (steps, evictions, cells evicted, rows moved). Arrays of rows() * capacity entries
-/// (row r at r * capacity): order, new_order, position, move_logical, move_physical,
-/// hole_of_rank, src, dst, keep_logical, keep_physical, prefix_logical, prefix_physical (int32);
-/// importance, in_order, scores, scratch (float); candidate, evicted (uint8). scan and select are
-/// the scratch of the CUB prefix sum and of cuda::select_lowest.
+/// (row r at r * capacity): order, new_order, position, keep_physical, move_logical,
+/// move_physical, hole_of_rank, src, dst (int32); importance, in_order, scores, scratch (float);
+/// evicted (uint8): 53 bytes per cell.
 struct eviction_step_layout {
   /// Alignment of every array (bytes).
   static constexpr std::size_t alignment = 256;
-  std::size_t live = 0;             ///< int32 [rows] live cells of each row
-  std::size_t next_position = 0;    ///< int32 [rows] position of the next appended cell
-  std::size_t evict_count = 0;      ///< int32 [rows] cells evicted by the last step
-  std::size_t num_moves = 0;        ///< int32 [rows] row copies of the last step
-  std::size_t stats = 0;            ///< int64 [rows][4] counters
-  std::size_t order = 0;            ///< int32 [rows, capacity] slot of the i-th oldest cell
-  std::size_t new_order = 0;        ///< int32 [rows, capacity] order after compaction
-  std::size_t position = 0;         ///< int32 [rows, capacity] position of each slot's cell
-  std::size_t importance = 0;       ///< float [rows, capacity] importance of each slot
-  std::size_t in_order = 0;         ///< float [rows, capacity] importance in time order
-  std::size_t scores = 0;           ///< float [rows, capacity] smoothed scores, time order
-  std::size_t scratch = 0;          ///< float [rows, capacity] ping-pong of the pipeline
-  std::size_t candidate = 0;        ///< uint8 [rows, capacity] 1 = may be evicted
-  std::size_t evicted = 0;          ///< uint8 [rows, capacity] 1 = evicted (time order)
-  std::size_t keep_logical = 0;     ///< int32 [rows, capacity] 1 = kept (time order)
-  std::size_t keep_physical = 0;    ///< int32 [rows, capacity] 1 = the slot's row is kept
-  std::size_t prefix_logical = 0;   ///< int32 [rows, capacity] exclusive prefix of keep_logical
-  std::size_t prefix_physical = 0;  ///< int32 [rows, capacity] exclusive prefix of keep_physical
-  std::size_t move_logical = 0;     ///< int32 [rows, capacity] new time index or -1
-  std::size_t move_physical = 0;    ///< int32 [rows, capacity] new slot or -1
-  std::size_t hole_of_rank = 0;     ///< int32 [rows, capacity] r-th hole of each row
-  std::size_t src = 0;              ///< int32 [rows, capacity] hole-filling sources
-  std::size_t dst = 0;              ///< int32 [rows, capacity] hole-filling destinations
-  std::size_t scan = 0;             ///< CUB prefix-sum scratch
-  std::size_t select = 0;           ///< cuda::select_lowest workspace
-  std::size_t total = 0;            ///< bytes of the whole workspace
+  std::size_t live = 0;           ///< int32 [rows] live cells of each row
+  std::size_t next_position = 0;  ///< int32 [rows] position of the next appended cell
+  std::size_t evict_count = 0;    ///< int32 [rows] cells evicted by the last step
+  std::size_t num_moves = 0;      ///< int32 [rows] row copies of the last step
+  std::size_t stats = 0;          ///< int64 [rows][4] counters
+  std::size_t order = 0;          ///< int32 [rows, capacity] slot of the i-th oldest cell
+  std::size_t new_order = 0;      ///< int32 [rows, capacity] order after compaction
+  std::size_t position = 0;       ///< int32 [rows, capacity] position of each slot's cell
+  std::size_t importance = 0;     ///< float [rows, capacity] importance of each slot
+  std::size_t in_order = 0;       ///< float [rows, capacity] importance in time order
+  std::size_t scores = 0;         ///< float [rows, capacity] smoothed scores, time order
+  std::size_t scratch = 0;        ///< float [rows, capacity] ping-pong of the pipeline
+  std::size_t evicted = 0;        ///< uint8 [rows, capacity] 1 = evicted (time order)
+  std::size_t keep_physical = 0;  ///< int32 [rows, capacity] 1 = the slot's row is kept
+  std::size_t move_logical = 0;   ///< int32 [rows, capacity] new time index or -1
+  std::size_t move_physical = 0;  ///< int32 [rows, capacity] new slot or -1
+  std::size_t hole_of_rank = 0;   ///< int32 [rows, capacity] r-th hole of each row
+  std::size_t src = 0;            ///< int32 [rows, capacity] hole-filling sources
+  std::size_t dst = 0;            ///< int32 [rows, capacity] hole-filling destinations
+  std::size_t total = 0;          ///< bytes of the whole workspace
 };
 
-/// @brief The layout of `config` (validated by the caller) with `scan_bytes` of prefix-sum
-/// scratch and `select_bytes` of selection workspace. Pure; never allocates or throws.
-inline eviction_step_layout make_eviction_step_layout(const eviction_step_config& config,
-                                                      std::size_t scan_bytes,
-                                                      std::size_t select_bytes) {
+/// @brief The layout of `config` (validated by the caller). Pure; never allocates or throws.
+inline eviction_step_layout make_eviction_step_layout(const eviction_step_config& config) {
   constexpr std::size_t a = eviction_step_layout::alignment;
   const auto rows = static_cast<std::size_t>(config.rows());
   const std::size_t cells = rows * static_cast<std::size_t>(config.capacity);
@@ -78,19 +68,13 @@ inline eviction_step_layout make_eviction_step_layout(const eviction_step_config
   l.in_order = take(cells * sizeof(float));
   l.scores = take(cells * sizeof(float));
   l.scratch = take(cells * sizeof(float));
-  l.candidate = take(cells);
   l.evicted = take(cells);
-  l.keep_logical = take(cells * sizeof(std::int32_t));
   l.keep_physical = take(cells * sizeof(std::int32_t));
-  l.prefix_logical = take(cells * sizeof(std::int32_t));
-  l.prefix_physical = take(cells * sizeof(std::int32_t));
   l.move_logical = take(cells * sizeof(std::int32_t));
   l.move_physical = take(cells * sizeof(std::int32_t));
   l.hole_of_rank = take(cells * sizeof(std::int32_t));
   l.src = take(cells * sizeof(std::int32_t));
   l.dst = take(cells * sizeof(std::int32_t));
-  l.scan = take(scan_bytes);
-  l.select = take(select_bytes);
   l.total = used;
   return l;
 }
@@ -98,8 +82,11 @@ inline eviction_step_layout make_eviction_step_layout(const eviction_step_config
 /// @brief Launch grids of a device eviction step: every kernel's grid is fixed by the
 /// configuration, so the same launch sequence replays in a CUDA graph whatever the live counts.
 struct eviction_step_grid {
-  /// Threads per block of every kernel (= core::step_entropy_lanes for the plan kernel).
+  /// Threads per block of the per-cell kernels and of the plan kernel (its entropy lanes,
+  /// core::step_entropy_lanes).
   static constexpr std::int32_t threads = 256;
+  /// Threads per block of the selection and compaction-plan kernels (a block per row).
+  static constexpr std::int32_t row_threads = 1024;
   std::int32_t rows = 0;         ///< grid.y of the per-cell kernels; blocks of the row kernels
   std::int32_t cell_blocks = 0;  ///< grid.x of the per-cell kernels: ceil(capacity / threads)
   /// grid.x of the hole-filling row copies: min(ceil(capacity * 16-byte chunks / threads), 64)
