@@ -222,6 +222,9 @@ TEST(CpuEvictionStep, EvictionCountFollowsTheEntropyRatio) {
     for (auto& p : probs) p = static_cast<float>(rng() % 1000) / 1000.0f;
     // Peaky scores: a few large, many small.
     for (int j = 0; j < 100; j += 9) probs[j] = 5.0f;
+    // Sinks and recent cells far from the candidates: the entropy must leave them out.
+    probs[0] = probs[1] = 100.0f;
+    probs[87] = probs[88] = probs[89] = 100.0f;
     s.step(probs.data(), 100, nullptr, nullptr);
   }
   ASSERT_GT(s.evict_count(0), 0);
@@ -416,6 +419,32 @@ TEST(CpuEvictionStep, ArgumentErrorsNameTheArgumentAndChangeNothing) {
   }
   EXPECT_EQ(s.live(0), 0);
   EXPECT_EQ(s.statistics().steps, 0);
+}
+
+// The device selection's radix select (core::radix_select_digit, four 8-bit passes) finds the
+// k-th smallest key and how many keys equal to it complete the k smallest, against a sort.
+TEST(EvictionStepCore, RadixSelectFindsTheKthKey) {
+  std::mt19937 rng(9);
+  for (int round = 0; round < 300; ++round) {
+    const int n = 1 + static_cast<int>(rng() % 700);
+    std::vector<std::uint32_t> keys(static_cast<std::size_t>(n));
+    const std::uint32_t spread = round % 3 == 0 ? 4u : (round % 3 == 1 ? 70000u : 0xFFFFFFFFu);
+    for (auto& u : keys) u = (round % 5 == 0 ? 0x3F800000u : 0u) + rng() % spread;
+    const int k = 1 + static_cast<int>(rng() % n);
+    std::uint32_t prefix = 0, mask = 0;
+    std::int32_t remaining = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      std::int32_t histogram[256] = {};
+      for (const std::uint32_t u : keys)
+        if ((u & mask) == prefix) ++histogram[(u >> shift) & 255u];
+      prefix |= audiokv::core::radix_select_digit(histogram, remaining) << shift;
+      mask |= 255u << shift;
+    }
+    auto sorted = keys;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(prefix, sorted[k - 1]) << "round " << round;
+    ASSERT_EQ(remaining, std::count(sorted.begin(), sorted.begin() + k, prefix)) << round;
+  }
 }
 
 // ---- configuration and device plumbing ----

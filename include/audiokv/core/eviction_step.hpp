@@ -73,4 +73,19 @@ AUDIOKV_HOST_DEVICE void step_entropy_merge_round(entropy_accumulator* lanes, st
   if (t < half) step_entropy_merge(lanes[t], lanes[t + half]);
 }
 
+/// One pass of a radix select of the k-th smallest 32-bit key, 8 bits at a time from the top:
+/// `histogram` counts the 256 values of the current digit among the keys that match the digits
+/// chosen so far, and `remaining` (>= 1) is the rank sought among those keys. Returns the digit
+/// that holds it and lowers `remaining` by the keys of smaller digits. After the four passes
+/// the chosen digits form the k-th key, and `remaining` is how many keys equal to it complete
+/// the k smallest.
+AUDIOKV_HOST_DEVICE std::uint32_t radix_select_digit(const std::int32_t* histogram,
+                                                     std::int32_t& remaining) {
+  std::int32_t below = 0;
+  std::uint32_t d = 0;
+  for (; d < 255u && below + histogram[d] < remaining; ++d) below += histogram[d];
+  remaining -= below;
+  return d;
+}
+
 }  // namespace audiokv::core

@@ -202,11 +202,9 @@ static __global__ void __launch_bounds__(Threads) step_select_kernel(eviction_st
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      std::int32_t below = 0;
-      std::uint32_t d = 0;
-      for (; d < 255u && below + histogram[d] < remaining; ++d) below += histogram[d];
-      shared_prefix = prefix | (d << shift);
-      shared_remaining = remaining - below;
+      std::int32_t rank = remaining;
+      shared_prefix = prefix | (core::radix_select_digit(histogram, rank) << shift);
+      shared_remaining = rank;
     }
     __syncthreads();
     prefix = shared_prefix;

@@ -153,6 +153,7 @@ class eviction_step {
     auto* vb = static_cast<unsigned char*>(v);
     constexpr int t = eviction_step_grid::threads;
     constexpr int rt = eviction_step_grid::row_threads;
+    static_assert(t == core::step_entropy_lanes, "the plan kernel runs one thread per lane");
     const dim3 cells(static_cast<unsigned>(grid_.cell_blocks), static_cast<unsigned>(grid_.rows));
     const auto rows = static_cast<unsigned>(grid_.rows);
 
