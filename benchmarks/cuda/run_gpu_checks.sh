@@ -13,6 +13,8 @@
 #     AUDIOKV_BENCH_MIN_TIME           --benchmark_min_time in seconds (default 0.05)
 #     AUDIOKV_BENCH_FILTER             --benchmark_filter (default: all)
 #     AUDIOKV_TEST_TIMEOUT, AUDIOKV_BENCH_TIMEOUT   seconds per binary (default 180, 240)
+#     AUDIOKV_GPU_CHECKS_DEADLINE      seconds for the whole run (default 500): a binary gets at
+#                                      most what is left, and none starts with under 10 s left
 #
 # Writes to $OUT, six files at most: summary.txt, device.txt, tests.log (every test and example
 # binary's output), tests-xml.tar.gz (GoogleTest XML per binary), bench.log and, on a device,
@@ -30,6 +32,8 @@ BENCH_MODE="${AUDIOKV_GPU_CHECKS_BENCHMARKS:-run}"
 MIN_TIME="${AUDIOKV_BENCH_MIN_TIME:-0.05}"
 TEST_TIMEOUT="${AUDIOKV_TEST_TIMEOUT:-180}"
 BENCH_TIMEOUT="${AUDIOKV_BENCH_TIMEOUT:-240}"
+DEADLINE="${AUDIOKV_GPU_CHECKS_DEADLINE:-500}"
+START="$(date +%s)"
 
 if [[ ! -f "${BUNDLE}/MANIFEST" ]]; then
   echo "run_gpu_checks: no bundle at ${BUNDLE} (no MANIFEST); build one with" \
@@ -48,6 +52,13 @@ say() { printf '%s\n' "$*" | tee -a "${summary}"; }
 entries() { awk -v k="$1" '$1 == k { print $2 }' "${BUNDLE}/MANIFEST"; }
 # The number captured by the extended regex $1 on the last line of $2 it matches (start anchored).
 gcount() { sed -nE "s/^$1.*/\\1/p" "$2" | tail -n 1; }
+
+# Seconds a binary may run: its own limit $1, at most what is left of the deadline; 0 when under
+# 10 s are left.
+budget() {
+  local left=$((DEADLINE - ($(date +%s) - START)))
+  if ((left < 10)); then echo 0; elif ((left < $1)); then echo "${left}"; else echo "$1"; fi
+}
 
 say "bundle: ${BUNDLE}"
 say "$(grep -m1 '^# built' "${BUNDLE}/MANIFEST" | sed 's/^# //')"
@@ -90,7 +101,14 @@ n_failed_bins=0
 total_ran=0 total_passed=0 total_skipped=0 total_failed=0
 for t in $(entries test); do
   log="${WORK}/${t}.log"
-  timeout "${TEST_TIMEOUT}" "${BUNDLE}/bin/${t}" --gtest_output="xml:${WORK}/xml/${t}.xml" \
+  limit="$(budget "${TEST_TIMEOUT}")"
+  if ((limit == 0)); then
+    say "test ${t}: FAILED, not run (deadline of ${DEADLINE} s reached)"
+    n_failed_bins=$((n_failed_bins + 1))
+    status=$((status > 1 ? status : 1))
+    continue
+  fi
+  timeout "${limit}" "${BUNDLE}/bin/${t}" --gtest_output="xml:${WORK}/xml/${t}.xml" \
     >"${log}" 2>&1
   rc=$?
   # GoogleTest's closing lines: "[==========] N tests from M test suites ran.",
@@ -114,7 +132,14 @@ for t in $(entries test); do
 done
 for e in $(entries example); do
   log="${WORK}/${e}.log"
-  timeout "${TEST_TIMEOUT}" "${BUNDLE}/bin/${e}" >"${log}" 2>&1
+  limit="$(budget "${TEST_TIMEOUT}")"
+  if ((limit == 0)); then
+    say "example ${e}: FAILED, not run (deadline of ${DEADLINE} s reached)"
+    n_failed_bins=$((n_failed_bins + 1))
+    status=$((status > 1 ? status : 1))
+    continue
+  fi
+  timeout "${limit}" "${BUNDLE}/bin/${e}" >"${log}" 2>&1
   rc=$?
   case "${rc}" in
     0) verdict="ok" ;;
@@ -146,7 +171,12 @@ for b in $(entries benchmark); do
     args=(--benchmark_list_tests=true)
   fi
   { echo "===== ${b} ${args[*]}"; } >>"${bench_log}"
-  timeout "${BENCH_TIMEOUT}" "${BUNDLE}/bin/${b}" "${args[@]}" >"${WORK}/${b}.log" 2>&1
+  limit="$(budget "${BENCH_TIMEOUT}")"
+  if ((limit == 0)); then
+    say "benchmark ${b}: not run (deadline of ${DEADLINE} s reached)"
+    continue
+  fi
+  timeout "${limit}" "${BUNDLE}/bin/${b}" "${args[@]}" >"${WORK}/${b}.log" 2>&1
   rc=$?
   cat "${WORK}/${b}.log" >>"${bench_log}"
   if [[ "${rc}" != 0 ]]; then
@@ -192,5 +222,5 @@ PY
   done
 fi
 
-say "run_gpu_checks: exit ${status}"
+say "run_gpu_checks: exit ${status} after $(($(date +%s) - START)) s"
 exit "${status}"
