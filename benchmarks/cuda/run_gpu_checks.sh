@@ -184,7 +184,7 @@ for b in $(entries benchmark); do
     status=$((status > 1 ? status : 1))
   elif [[ "${BENCH_MODE}" == run ]]; then
     errors="$(grep -c 'ERROR OCCURRED' "${WORK}/${b}.log" || true)"
-    say "benchmark ${b}: ok, $(grep -c '"run_name"' "${WORK}/${b}.json" || true) runs," \
+    say "benchmark ${b}: ok, $(grep -o '"run_name"' "${WORK}/${b}.json" | wc -l) runs," \
       "${errors:-0} reported errors"
     jsons+=("${WORK}/${b}.json")
   else
