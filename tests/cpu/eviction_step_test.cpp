@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <audiokv/cpu/eviction_step.hpp>
 #include <audiokv/cuda/launch/eviction_step_layout.hpp>
+#include <audiokv/pool/slot_map.hpp>
+#include <audiokv/types/eviction_plan.hpp>
 #include <audiokv/types/eviction_step_config.hpp>
 #include <cmath>
 #include <cstdint>
@@ -298,6 +300,10 @@ TEST(CpuEvictionStep, MultiStepInvariantsAndModesAgree) {
     stable.compaction = step_compaction::stable;
     audiokv::cpu::eviction_step<> a(hole), b(stable);
     engine ea(hole), eb(stable);
+    // Independent oracle of the hole-filling moves and the time-order index: a slot_map per
+    // row, fed the same appends and the stable plan of each eviction.
+    std::vector<audiokv::slot_map> maps(static_cast<std::size_t>(c.rows()),
+                                        audiokv::slot_map(c.capacity));
     std::mt19937 rng(seed);
     std::vector<float> pa(static_cast<std::size_t>(c.prob_rows()) * 64), pb(pa.size());
     std::int64_t evicted_total = 0;
@@ -327,6 +333,27 @@ TEST(CpuEvictionStep, MultiStepInvariantsAndModesAgree) {
       a.step(pa.data(), 64, ea.k.data(), ea.v.data());
       b.step(pb.data(), 64, eb.k.data(), eb.v.data());
       for (std::int32_t r = 0; r < c.rows(); ++r) {
+        auto& map = maps[static_cast<std::size_t>(r)];
+        map.append(c.cells_per_step);
+        if (a.evict_count(r) > 0) {
+          audiokv::eviction_plan plan;
+          plan.n_kv_before = map.size();
+          std::int32_t kept = 0;
+          for (std::int32_t i = 0; i < map.size(); ++i) {
+            plan.move_to.push_back(a.evicted(r)[i] != 0 ? -1 : kept++);
+          }
+          plan.n_kv_after = kept;
+          audiokv::hole_fill_plan moves;
+          map.plan(plan, moves);
+          ASSERT_EQ(moves.num_moves(), a.num_moves(r)) << "step " << step;
+          for (std::int32_t m = 0; m < moves.num_moves(); ++m) {
+            ASSERT_EQ(moves.src[m], a.move_src(r)[m]) << "step " << step;
+            ASSERT_EQ(moves.dst[m], a.move_dst(r)[m]) << "step " << step;
+          }
+          map.apply(plan, moves);
+        }
+        ASSERT_EQ(map.size(), a.live(r));
+        for (std::int32_t i = 0; i < map.size(); ++i) ASSERT_EQ(map.slot(i), a.order(r)[i]);
         ASSERT_LT(a.live(r), c.trigger_cells());
         ASSERT_EQ(a.live(r), b.live(r));
         ASSERT_EQ(a.evict_count(r), b.evict_count(r));
