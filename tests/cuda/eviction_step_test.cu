@@ -10,6 +10,7 @@
 #include <audiokv/cuda.cuh>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -77,8 +78,8 @@ bool close(float a, float b) {
   return a == b || std::fabs(a - b) <= 1e-6f * std::fmax(std::fabs(a), std::fabs(b));
 }
 
-void compare_step_by_step(step_compaction mode) {
-  const auto c = test_config(mode);
+void compare_step_by_step(const eviction_step_config& c, int n_steps) {
+  const step_compaction mode = c.compaction;
   const std::int32_t rows = c.rows(), cap = c.capacity;
   const std::int64_t rb = c.row_bytes(), stride = cap + 4;
   const std::size_t cells = static_cast<std::size_t>(rows) * cap;
@@ -94,7 +95,7 @@ void compare_step_by_step(step_compaction mode) {
   std::vector<std::int32_t> next(rows, 0);
   std::mt19937 rng(42);
   int evicting_steps = 0;
-  for (int step = 0; step < 400; ++step) {
+  for (int step = 0; step < n_steps; ++step) {
     // The engine appends this step's rows at slots [live, live + a) of K and V.
     for (std::int32_t r = 0; r < rows; ++r) {
       for (std::int32_t t = 0; t < c.cells_per_step; ++t) {
@@ -168,14 +169,41 @@ void compare_step_by_step(step_compaction mode) {
   EXPECT_EQ(st, ref.statistics());
 }
 
+/// Row sizes that take each copy width: 128 bytes (16-byte vectors), 12 (4-byte words), 2
+/// (bytes); and a row with no sinks or recent window and several cells per step.
+std::vector<eviction_step_config> test_configs(step_compaction mode) {
+  std::vector<eviction_step_config> out;
+  out.push_back(test_config(mode));
+  auto words = test_config(mode);
+  words.dtype = audiokv::kv_dtype::f32;
+  words.head_dim = 3;
+  words.reduce = audiokv::gqa_reduce::max;
+  out.push_back(words);
+  auto bytes = test_config(mode);
+  bytes.head_dim = 1;
+  bytes.sink_cells = 0;
+  bytes.recent_cells = 0;
+  bytes.cells_per_step = 7;
+  bytes.capacity = 1500;  // several chunks of the 1024-thread row kernels
+  bytes.group = 1;
+  out.push_back(bytes);
+  return out;
+}
+
 TEST(CudaEvictionStep, HoleFillingMatchesTheCpuReferenceStepByStep) {
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine";
-  compare_step_by_step(step_compaction::hole_fill);
+  for (const auto& c : test_configs(step_compaction::hole_fill)) {
+    SCOPED_TRACE(c.row_bytes());
+    compare_step_by_step(c, 400);
+  }
 }
 
 TEST(CudaEvictionStep, StableMatchesTheCpuReferenceStepByStep) {
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine";
-  compare_step_by_step(step_compaction::stable);
+  for (const auto& c : test_configs(step_compaction::stable)) {
+    SCOPED_TRACE(c.row_bytes());
+    compare_step_by_step(c, 400);
+  }
 }
 
 /// The engine's append inside a graph: step `step`'s new rows of row r go to slot live[r] + t.
