@@ -18,8 +18,8 @@ namespace audiokv::core {
 
 /// Lanes of the entropy sum: candidate c (0-based in time order) is added by lane
 /// c % step_entropy_lanes in ascending c; the lanes are then merged by step_entropy_merge_round
-/// for half = lanes / 2, lanes / 4, ..., 1. This is the order of a 256-thread block reduction.
-inline constexpr std::int32_t step_entropy_lanes = 256;
+/// for half = lanes / 2, lanes / 4, ..., 1. This is the order of a 1024-thread block reduction.
+inline constexpr std::int32_t step_entropy_lanes = 1024;
 
 /// True when a row holding `live` cells evicts this step: live >= trigger_cells.
 AUDIOKV_HOST_DEVICE bool step_triggered(std::int32_t live, std::int32_t trigger_cells) {

@@ -153,7 +153,7 @@ class eviction_step {
     auto* vb = static_cast<unsigned char*>(v);
     constexpr int t = eviction_step_grid::threads;
     constexpr int rt = eviction_step_grid::row_threads;
-    static_assert(t == core::step_entropy_lanes, "the plan kernel runs one thread per lane");
+    static_assert(rt == core::step_entropy_lanes, "the plan kernel runs one thread per lane");
     const dim3 cells(static_cast<unsigned>(grid_.cell_blocks), static_cast<unsigned>(grid_.rows));
     const auto rows = static_cast<unsigned>(grid_.rows);
 
@@ -161,7 +161,7 @@ class eviction_step {
     AUDIOKV_CUDA_TRY(cudaGetLastError());
     kernels::step_importance_kernel<<<cells, t, 0, stream>>>(p_, probs, probs_row_stride);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
-    kernels::step_plan_kernel<Pipeline><<<rows, t, 0, stream>>>(pipeline_, p_);
+    kernels::step_plan_kernel<Pipeline><<<rows, rt, 0, stream>>>(pipeline_, p_);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
     kernels::step_select_kernel<rt><<<rows, rt, 0, stream>>>(p_);
     AUDIOKV_CUDA_TRY(cudaGetLastError());

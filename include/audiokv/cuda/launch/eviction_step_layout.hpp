@@ -82,10 +82,10 @@ inline eviction_step_layout make_eviction_step_layout(const eviction_step_config
 /// @brief Launch grids of a device eviction step: every kernel's grid is fixed by the
 /// configuration, so the same launch sequence replays in a CUDA graph whatever the live counts.
 struct eviction_step_grid {
-  /// Threads per block of the per-cell kernels and of the plan kernel (its entropy lanes,
-  /// core::step_entropy_lanes).
+  /// Threads per block of the per-cell, append, copy and finishing kernels.
   static constexpr std::int32_t threads = 256;
-  /// Threads per block of the selection and compaction-plan kernels (a block per row).
+  /// Threads per block of the block-per-row kernels: smoothing and ratio (one thread per
+  /// entropy lane, core::step_entropy_lanes), selection and compaction plan.
   static constexpr std::int32_t row_threads = 1024;
   std::int32_t rows = 0;         ///< grid.y of the per-cell kernels; blocks of the row kernels
   std::int32_t cell_blocks = 0;  ///< grid.x of the per-cell kernels: ceil(capacity / threads)
