@@ -48,7 +48,9 @@ enum class step_compaction : std::uint8_t {
 /// first `sink_cells` and the last `recent_cells` in time order. Plain data; thread-safe to
 /// read.
 struct eviction_step_config {
-  std::int32_t batch = 1;          ///< sequences
+  /// Sequences; or (layer, sequence) pairs when the K/V of several layers lie in one
+  /// [layers * batch, num_kv_heads, capacity, head_dim] tensor, so one step serves all layers.
+  std::int32_t batch = 1;
   std::int32_t num_kv_heads = 1;   ///< KV heads per sequence
   std::int32_t group = 1;          ///< query heads per KV head (GQA group size)
   std::int32_t capacity = 0;       ///< slots per (sequence, KV head) row
