@@ -448,6 +448,26 @@ TEST(CpuEvictionStep, ArgumentErrorsNameTheArgumentAndChangeNothing) {
   EXPECT_EQ(s.statistics().steps, 0);
 }
 
+TEST(EvictionStepCore, ProtectionTriggerAndCount) {
+  namespace core = audiokv::core;
+  // 10 live cells, 1 sink, 2 recent: candidates are time indices 1..7.
+  EXPECT_EQ(core::step_first_candidate(10, 1), 1);
+  EXPECT_EQ(core::step_candidates(10, 1, 2), 7);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(core::step_is_candidate(i, 10, 1, 2), i >= 1 && i <= 7);
+  // Fewer live cells than protected ones: no candidate.
+  EXPECT_EQ(core::step_candidates(3, 2, 2), 0);
+  EXPECT_EQ(core::step_first_candidate(3, 4), 3);
+  EXPECT_FALSE(core::step_is_candidate(2, 3, 4, 0));
+  EXPECT_FALSE(core::step_triggered(89, 90));
+  EXPECT_TRUE(core::step_triggered(90, 90));
+  // Below the trigger nothing; else max(ceil(r n), live - target) capped at n.
+  EXPECT_EQ(core::step_evict_count(89, 80, 90, 70, 0.5f), 0);
+  EXPECT_EQ(core::step_evict_count(90, 80, 90, 70, 0.5f), 40);  // ceil(0.5 * 80)
+  EXPECT_EQ(core::step_evict_count(90, 80, 90, 70, 0.1f), 20);  // 90 - 70
+  EXPECT_EQ(core::step_evict_count(90, 15, 90, 70, 0.1f), 15);  // capped
+  EXPECT_EQ(core::step_evict_count(90, 80, 90, 85, 0.0f), 5);   // ratio 0: the target
+}
+
 // The device selection's radix select (core::radix_select_digit, four 8-bit passes) finds the
 // k-th smallest key and how many keys equal to it complete the k smallest, against a sort.
 TEST(EvictionStepCore, RadixSelectFindsTheKthKey) {
