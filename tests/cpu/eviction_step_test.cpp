@@ -622,6 +622,9 @@ TEST(EvictionStepLayout, ArraysAreAlignedDisjointAndLargeEnough) {
   for (const auto& r : regions) padded += (r.bytes + 255) / 256 * 256;
   EXPECT_EQ(l.total, padded);
   EXPECT_EQ(l.total % 256, 0u);
+  // 53 bytes per cell and 48 per row, before padding.
+  EXPECT_LE(l.total, cells * 53 + 15 * 48 + regions.size() * 255);
+  EXPECT_GE(l.total, cells * 53 + 15 * 48);
 }
 
 TEST(EvictionStepLayout, GridsAreFixedByTheConfiguration) {

@@ -33,7 +33,7 @@ inline eviction_step_layout eviction_step_workspace_layout(const eviction_step_c
 }
 
 /// @brief Bytes of device workspace a cuda::eviction_step over `config` needs (its state and
-/// scratch: 53 bytes per cell plus 32 per row, each array 256-byte aligned). Call once at setup.
+/// scratch: 53 bytes per cell plus 48 per row, each array 256-byte aligned). Call once at setup.
 /// @throws audiokv::error from config.validate(). Host only; allocates nothing.
 inline std::size_t eviction_step_workspace_bytes(const eviction_step_config& config) {
   return eviction_step_workspace_layout(config).total;
