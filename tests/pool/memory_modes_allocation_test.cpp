@@ -12,8 +12,10 @@
 #include <audiokv/pool/layer_plan.hpp>
 #include <audiokv/pool/page_granular.hpp>
 #include <audiokv/pool/slot_map.hpp>
+#include <audiokv/types/frame_table.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "common/counting_allocator.hpp"
@@ -128,6 +130,47 @@ TEST(MemoryModesAllocation, PagedPlannersAndRewritersNeverAllocate) {
   EXPECT_EQ(allocations, 0);
 }
 
+TEST(MemoryModesAllocation, SharedFrameStepsNeverAllocate) {
+  // Eight heads of one sequence share a frame table reserved for all their cells (the union
+  // never exceeds 8 x capacity); per-head attention differs, so they keep different cells and
+  // rows are freed and reused.
+  audiokv_config config;
+  config.budget = 300;
+  config.num_speakers = 3;
+  constexpr std::int32_t kHeads = 8;
+  std::vector<tiered_cache<>> heads(kHeads, tiered_cache<>(config));
+  auto table = std::make_shared<frame_table>(kHeads * heads[0].capacity());
+  for (auto& h : heads) h.share_frames(table);
+  eviction_plan plan;
+  plan.reserve(heads[0].capacity());
+  test::speech_stream stream(4, 3);
+  std::vector<frame_meta> frames(4000);
+  for (auto& f : frames) f = stream.next_frame();
+  std::vector<float> probs(static_cast<std::size_t>(heads[0].capacity()));
+  std::int64_t evictions = 0;
+  const std::int64_t allocations = test::count_allocations([&] {
+    for (const frame_meta& f : frames) {
+      for (std::int32_t h = 0; h < kHeads; ++h) {
+        tiered_cache<>& cache = heads[h];
+        cache.append(&f, 1);
+        const std::int32_t n = cache.num_cells();
+        for (std::int32_t s = 0; s < n; ++s) {
+          probs[s] = 1.0f / static_cast<float>(n + ((s * (h + 3)) % 17));
+        }
+        cache.observe(probs.data(), n);
+        if (!cache.wants_eviction()) continue;
+        cache.plan(plan);
+        cache.apply(plan);
+        ++evictions;
+      }
+    }
+  });
+  EXPECT_GT(evictions, 5 * kHeads);
+  EXPECT_EQ(allocations, 0);
+  std::printf("8 heads, capacity %d: peak %d shared rows\n", heads[0].capacity(),
+              table->peak_rows());
+}
+
 /// Heap bytes in use (glibc: arena chunks plus mmapped chunks).
 std::size_t heap_in_use() {
   const struct mallinfo2 m = mallinfo2();
@@ -161,6 +204,33 @@ TEST(MemoryModesAllocation, HostBytesPerCell) {
   std::printf("tiered_cache<>: %.1f B per cell of capacity (%d cells); its reserved plan: %.1f B\n",
               cache_bytes, caches[0].capacity(), plan_bytes);
   EXPECT_GT(cache_bytes, 0.0);
+  plans.clear();
+  caches.clear();
+
+  // One sequence of 32 layers x 8 KV heads whose caches share one frame table, reserved for
+  // twice a cache's capacity (the union of cells the heads keep: about 2.1 x capacity for
+  // four heads of unrelated attention in the frame table test).
+  constexpr int kLayerHeads = 32 * 8;
+  const std::size_t start = heap_in_use();
+  std::vector<tiered_cache<>> shared;
+  shared.reserve(kLayerHeads);
+  for (int i = 0; i < kLayerHeads; ++i) shared.emplace_back(config);
+  const std::int32_t capacity = shared[0].capacity();
+  auto table = std::make_shared<frame_table>(2 * capacity);
+  const std::size_t with_table = heap_in_use();
+  for (auto& c : shared) c.share_frames(table);
+  const std::size_t attached = heap_in_use();
+  const double shared_cells = static_cast<double>(capacity) * kLayerHeads;
+  // Attaching frees each cache's per-cell metadata arrays and adds its row index.
+  const double per_cache = static_cast<double>(attached - start) / shared_cells -
+                           static_cast<double>(table->bytes()) / shared_cells;
+  const double total = static_cast<double>(attached - start) / shared_cells;
+  std::printf(
+      "32 x 8 caches sharing one frame table: %.1f B per cell of capacity in each cache, %.1f B "
+      "with the table (%zu bytes, %d rows)\n",
+      per_cache, total, table->bytes(), table->capacity());
+  EXPECT_GT(with_table, start);
+  EXPECT_LT(total, cache_bytes);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "../error.hpp"
 #include "../span.hpp"
 #include "../types/eviction_plan.hpp"
+#include "../types/frame_table.hpp"
 
 namespace audiokv {
 
@@ -66,6 +68,20 @@ class sequence_batch {
     sequences_[s].reset();
     clear_plan(plans_[s]);
     --active_;
+  }
+
+  /// @brief Holds the frame metadata of sequence s in `table` (Policy::share_frames, e.g.
+  /// tiered_cache::share_frames) instead of per cell, shared with every other cache of the
+  /// sequence attached to the same table: an engine with one batch per (layer, KV head) gives
+  /// slot s of each batch sequence s's table. The table lives as long as a cache holds it;
+  /// remove_sequence() releases the sequence's rows, and a sequence added to the slot later
+  /// holds its metadata itself until attached. Allocates (admission, not a step).
+  /// @throws audiokv::error naming "s" unless s is an active sequence; nothing changes then.
+  void share_frames(std::int32_t s, std::shared_ptr<frame_table> table) {
+    AUDIOKV_REQUIRE(
+        s >= 0 && s < size() && sequences_[s].has_value(), "sequence_batch::share_frames", "s", s,
+        detail::describe("must be an active sequence of [0, size()) = [0, ", size(), ")").c_str());
+    sequences_[s]->share_frames(std::move(table));
   }
 
   /// Slots, active or free (indices run over [0, size())).

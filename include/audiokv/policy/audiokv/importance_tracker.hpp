@@ -80,17 +80,17 @@ class importance_tracker {
     }
   }
 
-  /// One step's validated attention [n] over the cells (speaker id of each in `speaker`).
+  /// One step's validated attention [n] over the cells of `store` (which gives their speakers).
   /// @return true when the drift detector reset the speaker baselines.
-  bool observe(const float* attention, std::int32_t n, const std::int32_t* speaker) {
-    return observe_rows(attention, 1, n, gqa_reduce::mean, speaker);
+  bool observe(const float* attention, std::int32_t n, const cell_store& store) {
+    return observe_rows(attention, 1, n, gqa_reduce::mean, store);
   }
 
   /// One step's validated GQA attention [group_size, n], reduced per cell by `mode`
   /// (core::reduce_group's order) and observed as one row.
   bool observe_group(const float* attention, std::int32_t group_size, std::int32_t n,
-                     gqa_reduce mode, const std::int32_t* speaker) {
-    return observe_rows(attention, group_size, n, mode, speaker);
+                     gqa_reduce mode, const cell_store& store) {
+    return observe_rows(attention, group_size, n, mode, store);
   }
 
   /// Compacts the per-cell arrays by a validated plan.
@@ -153,7 +153,12 @@ class importance_tracker {
   static constexpr std::int32_t block = 256;  // cells per block: ~3 KiB of working set
 
   bool observe_rows(const float* attention, std::int32_t group_size, std::int32_t n,
-                    gqa_reduce mode, const std::int32_t* speaker) {
+                    gqa_reduce mode, const cell_store& store) {
+    // Speakers per cell: the store's array, or a block gathered from its shared frame table.
+    // With one speaker every id is 0 and accumulate_speakers() reads only the first.
+    const std::int32_t* speaker = store.shares_frames() ? nullptr : store.speaker();
+    std::int32_t gathered[block];
+    gathered[0] = 0;
     for (std::int32_t s = 0; s < num_speakers_; ++s) {
       speaker_sum_[s] = 0.0;
       speaker_count_[s] = 0;
@@ -189,7 +194,8 @@ class importance_tracker {
         imp[k] = core::importance_update(imp[k], row[k], alpha);
         flag[k] = static_cast<std::uint8_t>(flag[k] | (row[k] * cells >= share));
       }
-      accumulate_speakers(imp, speaker + first, len);
+      if (speaker == nullptr && num_speakers_ > 1) store.gather_speakers(first, len, gathered);
+      accumulate_speakers(imp, speaker != nullptr ? speaker + first : gathered, len);
     }
     bool reset = false;
     if (n >= drift_window_) {

@@ -61,7 +61,14 @@ class planner {
     std::int32_t always_kept = 0;
     for (std::int32_t j = 0; j < store_.size(); ++j)
       always_kept += w.protection[j] == protect_always;
-    if (apply_speech_rules(config_.speech, config_.frame_ms, store_.pos(), store_.voice(),
+    // Voice per cell: the store's array, or gathered from its shared frame table into the
+    // pipeline ping-pong buffer, free once score_cells() is done.
+    const float* voice = store_.voice();
+    if (store_.shares_frames()) {
+      for (std::int32_t j = 0; j < store_.size(); ++j) w.pipeline[j] = store_.voice_of(j);
+      voice = w.pipeline;
+    }
+    if (apply_speech_rules(config_.speech, config_.frame_ms, store_.pos(), voice,
                            importance_.importance(), w.protection, protect_always, store_.size(),
                            target - always_kept, frontier_, w.final_scores, w.smoothed,
                            reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos)) {
@@ -160,8 +167,14 @@ class planner {
   /// s = smoothed (1 + voice_weight voice), then the prior added or as a factor (1 + prior).
   void score_cells(const workspace& w) const {
     const std::int32_t n = store_.size();
-    const stage_context ctx{store_.speaker(), importance_.baselines(), config_.num_speakers,
-                            store_.pos()};
+    // Speaker per cell: the store's array, or gathered from its shared frame table into the
+    // candidate list, free until plan_down_to() gathers candidates.
+    const std::int32_t* speaker = store_.speaker();
+    if (store_.shares_frames()) {
+      store_.gather_speakers(0, n, w.order);
+      speaker = w.order;
+    }
+    const stage_context ctx{speaker, importance_.baselines(), config_.num_speakers, store_.pos()};
     float* final_scores = w.final_scores;
     const float* importance = importance_.importance();
     const std::uint8_t* evaluated = importance_.evaluated();
@@ -179,8 +192,9 @@ class planner {
     }
     pipeline_.apply(input, w.smoothed, w.pipeline, n, ctx);
     for (std::int32_t j = 0; j < n; ++j) {
-      float s = w.smoothed[j] * (1.0f + config_.voice_weight * store_.voice()[j]);
-      s = config_.prior == prior_mode::add ? s + store_.prior()[j] : s * (1.0f + store_.prior()[j]);
+      const float prior = store_.prior_of(j);
+      float s = w.smoothed[j] * (1.0f + config_.voice_weight * store_.voice_of(j));
+      s = config_.prior == prior_mode::add ? s + prior : s * (1.0f + prior);
       // Extreme finite inputs can overflow: NaN ranks lowest, infinities clamp, so selection
       // keys and the entropy stay defined.
       final_scores[j] = s == s ? core::clamp_to(s, -FLT_MAX, FLT_MAX) : -FLT_MAX;

@@ -58,13 +58,12 @@ class pool_manager {
   void mark_emergency_overflow(const cell_store& store, const pool_tier* tier_after,
                                const std::uint8_t* protection, bool use_ratio, std::int32_t* order,
                                std::uint8_t* mask, std::int32_t& needed) const noexcept {
-    const std::uint8_t* flags = store.flags();
     const std::int32_t emergency = gather_slots(
         store.size(), order, [&](std::int32_t j) { return tier_after[j] == pool_tier::emergency; });
     std::int32_t overflow = emergency - emergency_cells_;
     for (std::int32_t i = 0; i < emergency && overflow > 0 && (use_ratio || needed > 0); ++i) {
       const std::int32_t j = order[i];
-      if ((flags[j] & frame_flag_sink) || protection[j] == protect_always) continue;
+      if ((store.flags_of(j) & frame_flag_sink) || protection[j] == protect_always) continue;
       mask[j] = 1;
       --overflow;
       --needed;

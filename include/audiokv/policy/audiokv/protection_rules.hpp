@@ -47,12 +47,11 @@ class protection_rules {
             std::int32_t* boundary_pos) const noexcept {
     const std::int32_t n = store.size();
     const std::int32_t* pos = store.pos();
-    const std::uint8_t* flags = store.flags();
     const std::int64_t recent = recent_from(store);
     const std::int64_t horizon = boundary_from(store);
     std::int32_t num_boundaries = 0;
     for (std::int32_t j = 0; j < n; ++j) {
-      if ((flags[j] & frame_flag_phoneme_boundary) && pos[j] >= horizon) {
+      if ((store.flags_of(j) & frame_flag_phoneme_boundary) && pos[j] >= horizon) {
         boundary_pos[num_boundaries++] = pos[j];
       }
     }
@@ -61,7 +60,7 @@ class protection_rules {
     for (std::int32_t j = 0; j < n; ++j) {
       while (b < num_boundaries && boundary_pos[b] + radius < pos[j]) ++b;
       const bool near_boundary = b < num_boundaries && boundary_pos[b] - radius <= pos[j];
-      const bool always_kept = pos[j] >= recent || (flags[j] & frame_flag_sink);
+      const bool always_kept = pos[j] >= recent || (store.flags_of(j) & frame_flag_sink);
       protection[j] = always_kept     ? protect_always
                       : near_boundary ? protect_boundary
                                       : protect_none;
@@ -74,13 +73,15 @@ class protection_rules {
   protection_level level_of(const cell_store& store, std::int32_t slot) const noexcept {
     const std::int32_t* pos = store.pos();
     const std::int64_t p = pos[slot];
-    if (p >= recent_from(store) || (store.flags()[slot] & frame_flag_sink)) return protect_always;
+    if (p >= recent_from(store) || (store.flags_of(slot) & frame_flag_sink)) return protect_always;
     const std::int64_t radius = radius_;
     const std::int64_t from = std::max(p - radius, boundary_from(store));
     const std::int32_t* first = std::lower_bound(
         pos, pos + store.size(), from, [](std::int32_t a, std::int64_t b) { return a < b; });
     for (const std::int32_t* it = first; it != pos + store.size() && *it <= p + radius; ++it) {
-      if (store.flags()[it - pos] & frame_flag_phoneme_boundary) return protect_boundary;
+      if (store.flags_of(static_cast<std::int32_t>(it - pos)) & frame_flag_phoneme_boundary) {
+        return protect_boundary;
+      }
     }
     return protect_none;
   }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "../../core/gqa.hpp"
@@ -18,6 +19,7 @@
 #include "../../span.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
+#include "../../types/frame_table.hpp"
 #include "../../types/pool_split.hpp"
 #include "../alignment_frontier.hpp"
 #include "../audiokv_config.hpp"
@@ -118,7 +120,7 @@ class tiered_cache final : public eviction_policy {
         !detail::all_finite_non_negative(attention, num_cells)) {
       store_.validate_scores("tiered_cache::observe", attention, num_cells);
     }
-    if (importance_.observe(attention, num_cells, store_.speaker())) ++stats_.drift_resets;
+    if (importance_.observe(attention, num_cells, store_)) ++stats_.drift_resets;
     ++stats_.steps;
   }
 
@@ -139,8 +141,7 @@ class tiered_cache final : public eviction_policy {
         !detail::all_finite_non_negative(attention.data(), total)) {
       store_.validate_group("tiered_cache::observe_group", attention, group_size, num_cells);
     }
-    if (importance_.observe_group(attention.data(), group_size, num_cells, mode,
-                                  store_.speaker())) {
+    if (importance_.observe_group(attention.data(), group_size, num_cells, mode, store_)) {
       ++stats_.drift_resets;
     }
     ++stats_.steps;
@@ -232,6 +233,25 @@ class tiered_cache final : public eviction_policy {
     frontier_ = alignment_frontier(config_.speech.frontier.filter);
     pending_frames_ = 0;
   }
+
+  /// Holds the frame metadata (speaker, voice, flags, prior) of this cache's cells in `table`,
+  /// shared with the other caches of the sequence attached to it, instead of per cell: the
+  /// cache then keeps 14 bytes per cell of capacity (position, tier, row index, importance,
+  /// evaluation flag) instead of 23, and the table one row per frame some attached cache
+  /// holds. Everything the cache computes is bit-identical either way, and snapshots are the
+  /// same bytes. The cells already cached move into the table; a cache that already shares
+  /// keeps its table (a null `table` changes nothing). A copy of the cache shares the same
+  /// table.
+  ///
+  /// Allocates (call it at admission). Afterwards append(), apply() and restore() allocate only
+  /// when the table has no free row left (frame_table::reserve() it for the union of the
+  /// caches' cells to keep decode steps allocation-free); reset() and destruction release
+  /// the rows. Threads: the caches attached to one table write it in append, apply, reset,
+  /// restore and destruction, so while one of them runs such a call no other call of any of
+  /// them may run.
+  void share_frames(std::shared_ptr<frame_table> table) { store_.share_frames(std::move(table)); }
+  /// The shared frame table (null while the metadata is held per cell).
+  const std::shared_ptr<frame_table>& frames() const noexcept { return store_.frames(); }
 
   /// Version of the byte format snapshot() writes and restore() reads.
   static constexpr std::uint32_t snapshot_version = 1;
@@ -503,7 +523,7 @@ class tiered_cache final : public eviction_policy {
  private:
   std::int32_t count_flag(std::uint8_t flag) const {
     std::int32_t count = 0;
-    for (std::int32_t j = 0; j < store_.size(); ++j) count += (store_.flags()[j] & flag) != 0;
+    for (std::int32_t j = 0; j < store_.size(); ++j) count += (store_.flags_of(j) & flag) != 0;
     return count;
   }
 

@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../core/compaction.hpp"
@@ -19,6 +21,7 @@
 #include "../../span.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
+#include "../../types/frame_table.hpp"
 #include "../../types/move_map.hpp"
 #include "../../types/pool_split.hpp"
 
@@ -127,6 +130,8 @@ class snapshot_reader {
   }
   std::size_t offset() const noexcept { return at_; }
   const char* where() const noexcept { return where_; }
+  /// The next byte to read.
+  const std::byte* here() const noexcept { return in_ + at_; }
 
  private:
   template <class Value>
@@ -188,9 +193,59 @@ class cache_identity {
   std::uint64_t id_;
 };
 
+/// @brief The rows of a shared frame_table that one cache holds, one per cell: released when
+/// the holder is destroyed, retained once more by a copy (another cache with the same cells),
+/// handed over by a move.
+class table_rows {
+ public:
+  table_rows() = default;
+  table_rows(const table_rows& other) : table_(other.table_), row_(other.row_), held_(other.held_) {
+    for (std::int32_t j = 0; j < held_; ++j) table_->retain(row_[j]);
+  }
+  table_rows(table_rows&& other) noexcept
+      : table_(std::move(other.table_)), row_(std::move(other.row_)), held_(other.held_) {
+    other.held_ = 0;
+  }
+  table_rows& operator=(const table_rows& other) {
+    if (this != &other) {
+      table_rows copy(other);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  table_rows& operator=(table_rows&& other) noexcept {
+    if (this != &other) {
+      release_all();
+      table_ = std::move(other.table_);
+      row_ = std::move(other.row_);
+      held_ = other.held_;
+      other.held_ = 0;
+    }
+    return *this;
+  }
+  ~table_rows() { release_all(); }
+
+  /// Releases every held row (the cells are gone).
+  void release_all() noexcept {
+    for (std::int32_t j = 0; j < held_; ++j) table_->release(row_[j]);
+    held_ = 0;
+  }
+
+  std::shared_ptr<frame_table> table_;  // null: the cache holds its metadata itself
+  std::vector<std::uint32_t> row_;      // [capacity] row of each cell
+  std::int32_t held_ = 0;               // rows [0, held_) are references held (== cells)
+};
+
 /// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front (and
 /// grown only by reserve()), and the identity stamped on plans. Every const member only reads:
 /// plan builders write into the plan (eviction_plan::scratch), never into the store.
+///
+/// Frame metadata (speaker, voice, flags, prior) is held per cell by default (17 bytes with
+/// the position); after share_frames() it lives in a frame_table shared by the caches of a
+/// sequence and each cell holds a 4-byte row index beside its position and tier. Readers use
+/// speaker_of(j), voice_of(j), flags_of(j), prior_of(j) in either mode; the array accessors
+/// speaker(), voice(), flags(), prior() exist only while the metadata is held per cell
+/// (nullptr after share_frames()).
 class cell_store {
  public:
   cell_store() = default;
@@ -212,10 +267,14 @@ class cell_store {
   void reserve(std::int32_t new_capacity) {
     if (new_capacity <= capacity_) return;
     pos_.resize(new_capacity);
-    speaker_.resize(new_capacity);
-    voice_.resize(new_capacity);
-    flags_.resize(new_capacity);
-    prior_.resize(new_capacity);
+    if (rows_.table_) {
+      rows_.row_.resize(new_capacity);
+    } else {
+      speaker_.resize(new_capacity);
+      voice_.resize(new_capacity);
+      flags_.resize(new_capacity);
+      prior_.resize(new_capacity);
+    }
     tier_.resize(new_capacity);
     capacity_ = new_capacity;
   }
@@ -223,10 +282,63 @@ class cell_store {
   /// Drops every cell and the position history, as after construction; capacity, speaker count
   /// and identity stay, and the generation advances, so plans made before are stale.
   void reset() noexcept {
+    rows_.release_all();
     size_ = 0;
     newest_pos_ = 0;
     has_frames_ = false;
     ++generation_;
+  }
+
+  /// Moves the metadata of the cells into `table` (one row each, shared with the other caches
+  /// holding the same frames) and frees the per-cell arrays; later cells go there too. Once
+  /// per store: a store that already shares keeps its table.
+  /// Allocates (the row index, and table rows when it has too few free).
+  void share_frames(std::shared_ptr<frame_table> table) {
+    if (rows_.table_ || !table) return;
+    std::vector<std::uint32_t> row(static_cast<std::size_t>(capacity_));
+    table->ensure_free(size_);  // the acquire() calls below then cannot throw
+    table_rows held;
+    held.table_ = std::move(table);
+    for (std::int32_t j = 0; j < size_; ++j) {
+      row[j] =
+          held.table_->acquire(frame_meta{pos_[j], speaker_[j], voice_[j], flags_[j], prior_[j]});
+      held.held_ = j + 1;
+    }
+    held.row_ = std::move(row);
+    rows_ = std::move(held);
+    std::vector<std::int32_t>().swap(speaker_);
+    std::vector<float>().swap(voice_);
+    std::vector<std::uint8_t>().swap(flags_);
+    std::vector<float>().swap(prior_);
+  }
+  /// True after share_frames(): the metadata lives in frame_table().
+  bool shares_frames() const noexcept { return rows_.table_ != nullptr; }
+  /// The shared table (null while the metadata is held per cell).
+  const std::shared_ptr<frame_table>& frames() const noexcept { return rows_.table_; }
+  /// [capacity()] row of each cell in frames() (nullptr while the metadata is held per cell).
+  const std::uint32_t* rows() const noexcept { return rows_.table_ ? rows_.row_.data() : nullptr; }
+
+  /// Speaker of cell j.
+  std::int32_t speaker_of(std::int32_t j) const noexcept {
+    return rows_.table_ ? rows_.table_->speaker(rows_.row_[j]) : speaker_[j];
+  }
+  /// Voice activity of cell j.
+  float voice_of(std::int32_t j) const noexcept {
+    return rows_.table_ ? rows_.table_->voice(rows_.row_[j]) : voice_[j];
+  }
+  /// Flags of cell j.
+  std::uint8_t flags_of(std::int32_t j) const noexcept {
+    return rows_.table_ ? rows_.table_->flags(rows_.row_[j]) : flags_[j];
+  }
+  /// Prior of cell j.
+  float prior_of(std::int32_t j) const noexcept {
+    return rows_.table_ ? rows_.table_->prior(rows_.row_[j]) : prior_[j];
+  }
+  /// Speakers of cells [first, first + count) into out[0, count).
+  void gather_speakers(std::int32_t first, std::int32_t count, std::int32_t* out) const noexcept {
+    const frame_table& t = *rows_.table_;
+    const std::uint32_t* row = rows_.row_.data() + first;
+    for (std::int32_t k = 0; k < count; ++k) out[k] = t.speaker(row[k]);
   }
 
   std::int32_t size() const noexcept { return size_; }
@@ -313,16 +425,27 @@ class cell_store {
     }
   }
 
-  /// Appends validated frames; new cells enter `entry_tier(frame)`.
+  /// Appends validated frames; new cells enter `entry_tier(frame)`. With a shared table it
+  /// allocates only when the table has fewer than `count` free rows (then, if that throws,
+  /// nothing changed).
   template <class EntryTier>
   void append(const frame_meta* frames, std::int32_t count, EntryTier entry_tier) {
+    if (rows_.table_) {
+      rows_.table_->ensure_free(count);
+      for (std::int32_t i = 0; i < count; ++i) {
+        rows_.row_[size_ + i] = rows_.table_->acquire(frames[i]);
+        rows_.held_ = size_ + i + 1;
+      }
+    }
     for (std::int32_t i = 0; i < count; ++i) {
       const std::int32_t slot = size_ + i;
       pos_[slot] = frames[i].pos;
-      speaker_[slot] = frames[i].speaker;
-      voice_[slot] = frames[i].voice;
-      flags_[slot] = frames[i].flags;
-      prior_[slot] = frames[i].prior;
+      if (!rows_.table_) {
+        speaker_[slot] = frames[i].speaker;
+        voice_[slot] = frames[i].voice;
+        flags_[slot] = frames[i].flags;
+        prior_[slot] = frames[i].prior;
+      }
       tier_[slot] = entry_tier(frames[i]);
     }
     size_ += count;
@@ -432,10 +555,10 @@ class cell_store {
     w.u8(has_frames_ ? 1 : 0);
     w.u64(generation_);
     for (std::int32_t j = 0; j < size_; ++j) w.i32(pos_[j]);
-    for (std::int32_t j = 0; j < size_; ++j) w.i32(speaker_[j]);
-    for (std::int32_t j = 0; j < size_; ++j) w.f32(voice_[j]);
-    for (std::int32_t j = 0; j < size_; ++j) w.u8(flags_[j]);
-    for (std::int32_t j = 0; j < size_; ++j) w.f32(prior_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.i32(speaker_of(j));
+    for (std::int32_t j = 0; j < size_; ++j) w.f32(voice_of(j));
+    for (std::int32_t j = 0; j < size_; ++j) w.u8(flags_of(j));
+    for (std::int32_t j = 0; j < size_; ++j) w.f32(prior_of(j));
     for (std::int32_t j = 0; j < size_; ++j) w.u8(static_cast<std::uint8_t>(tier_[j]));
   }
 
@@ -450,6 +573,8 @@ class cell_store {
     const bool has_frames = r.flag("has_frames");
     const std::uint64_t generation = r.u64();
     r.check(n == 0 || has_frames, n, "num_cells", "must be 0 when no frame was appended");
+    const std::byte* arrays = r.here();  // pos, speaker, voice, flags, prior: n values each
+    const bool per_cell = commit && !rows_.table_;
     std::int64_t previous = INT64_MIN;
     for (std::int32_t j = 0; j < n; ++j) {
       const std::int32_t p = r.i32();
@@ -461,12 +586,12 @@ class cell_store {
     for (std::int32_t j = 0; j < n; ++j) {
       const std::int32_t s = r.i32();
       r.check(s >= 0 && s < num_speakers_, s, "speaker", j, "must be in [0, num_speakers)");
-      if (commit) speaker_[j] = s;
+      if (per_cell) speaker_[j] = s;
     }
     for (std::int32_t j = 0; j < n; ++j) {
       const float v = r.f32();
       r.check(std::isfinite(v) && v >= 0.0f && v <= 1.0f, v, "voice", j, "must be in [0, 1]");
-      if (commit) voice_[j] = v;
+      if (per_cell) voice_[j] = v;
     }
     std::int32_t sinks = 0;
     for (std::int32_t j = 0; j < n; ++j) {
@@ -474,18 +599,37 @@ class cell_store {
       sinks += (f & frame_flag_sink) != 0;
       r.check(sinks <= max_sinks, static_cast<int>(f), "flags", j,
               "is one sink too many for the emergency pool");
-      if (commit) flags_[j] = f;
+      if (per_cell) flags_[j] = f;
     }
     for (std::int32_t j = 0; j < n; ++j) {
       const float v = r.f32();
       r.check(std::isfinite(v), v, "prior", j, "must be finite");
-      if (commit) prior_[j] = v;
+      if (per_cell) prior_[j] = v;
     }
     for (std::int32_t j = 0; j < n; ++j) {
       const std::uint8_t t = r.u8();
       r.check(t <= static_cast<std::uint8_t>(pool_tier::emergency), static_cast<int>(t), "tier", j,
               "must be 0 (buffer), 1 (base) or 2 (emergency)");
       if (commit) tier_[j] = static_cast<pool_tier>(t);
+    }
+    if (commit && rows_.table_) {
+      // The checked metadata again, one frame per cell, into the shared table.
+      const auto at = [&](std::size_t bytes_per_value) {
+        return snapshot_reader(r.where(), arrays + static_cast<std::size_t>(n) * bytes_per_value);
+      };
+      snapshot_reader p = at(0), sp = at(4), vo = at(8), fl = at(12), pr = at(13);
+      rows_.table_->ensure_free(n);  // a std::bad_alloc here changes nothing
+      rows_.release_all();
+      for (std::int32_t j = 0; j < n; ++j) {
+        frame_meta f;
+        f.pos = p.i32();
+        f.speaker = sp.i32();
+        f.voice = vo.f32();
+        f.flags = fl.u8();
+        f.prior = pr.f32();
+        rows_.row_[j] = rows_.table_->acquire(f);
+        rows_.held_ = j + 1;
+      }
     }
     if (commit) {
       size_ = n;
@@ -500,10 +644,16 @@ class cell_store {
     for (const std::int32_t slot : plan.promote) tier_[slot] = pool_tier::base;
     for (const std::int32_t slot : plan.demote) tier_[slot] = pool_tier::buffer;
     compact_array(pos_, plan);
-    compact_array(speaker_, plan);
-    compact_array(voice_, plan);
-    compact_array(flags_, plan);
-    compact_array(prior_, plan);
+    if (rows_.table_) {
+      for (const std::int32_t slot : plan.evict) rows_.table_->release(rows_.row_[slot]);
+      compact_array(rows_.row_, plan);
+      rows_.held_ = plan.n_kv_after;
+    } else {
+      compact_array(speaker_, plan);
+      compact_array(voice_, plan);
+      compact_array(flags_, plan);
+      compact_array(prior_, plan);
+    }
     compact_array(tier_, plan);
     size_ = plan.n_kv_after;
     ++generation_;
@@ -511,11 +661,12 @@ class cell_store {
 
  private:
   std::vector<std::int32_t> pos_;      // [capacity] logical positions, ascending in [0, size)
-  std::vector<std::int32_t> speaker_;  // [capacity]
-  std::vector<float> voice_;           // [capacity]
-  std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits
-  std::vector<float> prior_;           // [capacity]
+  std::vector<std::int32_t> speaker_;  // [capacity] per cell, or empty after share_frames()
+  std::vector<float> voice_;           // [capacity] per cell, or empty after share_frames()
+  std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits, or empty when shared
+  std::vector<float> prior_;           // [capacity] per cell, or empty after share_frames()
   std::vector<pool_tier> tier_;        // [capacity]
+  table_rows rows_;                    // shared metadata rows (share_frames), else empty
   std::int32_t capacity_ = 0;
   std::int32_t num_speakers_ = 1;
   std::int32_t size_ = 0;

@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: Apache-2.0
+// Frame metadata shared per sequence (types/frame_table.hpp, tiered_cache::share_frames): the
+// table's rows and counts by hand; a cache that shares its table with caches of other heads
+// (which keep other cells) reproduces the golden digests recorded before sharing existed;
+// shared and per-cell caches write the same snapshot bytes step by step and restore each
+// other's snapshots; copies, reset and destruction return every row; the table holds exactly
+// the union of the caches' cells.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <audiokv/audiokv.hpp>
+#include <audiokv/types/frame_table.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "common/stream.hpp"
+
+namespace {
+
+using namespace audiokv;
+
+TEST(FrameTable, RowsAreSharedOnlyForBitIdenticalFramesAndReused) {
+  frame_table table(2, 8);
+  const frame_meta a{5, 1, 0.5f, frame_flag_phoneme_boundary, 0.25f};
+  const std::uint32_t r0 = table.acquire(a);
+  EXPECT_EQ(table.acquire(a), r0);  // same position, same metadata: one row, two references
+  EXPECT_EQ(table.references(r0), 2u);
+  EXPECT_EQ(table.live_rows(), 1);
+  frame_meta b = a;
+  b.prior = -0.0f;  // 0.25 vs -0: another row
+  frame_meta c = a;
+  c.prior = 0.25f;
+  c.voice = 0.0f;
+  const std::uint32_t r1 = table.acquire(b);
+  EXPECT_NE(r1, r0);
+  EXPECT_EQ(table.live_rows(), 2);
+  // The index now points at b's row, so c (different again) takes a third row: the table
+  // grows from 2 rows (an allocation outside reserved capacity).
+  const std::uint32_t r2 = table.acquire(c);
+  EXPECT_NE(r2, r0);
+  EXPECT_NE(r2, r1);
+  EXPECT_GE(table.capacity(), 3);
+  EXPECT_EQ(table.frame(r2).voice, 0.0f);
+  EXPECT_EQ(table.frame(r0).prior, 0.25f);
+  table.release(r0);
+  EXPECT_EQ(table.live_rows(), 3);
+  table.release(r0);
+  EXPECT_EQ(table.live_rows(), 2);
+  EXPECT_EQ(table.references(r0), 0u);
+  // A free row is reused (most recently freed first).
+  const frame_meta d{9, 0, 1.0f, 0, 0.0f};
+  EXPECT_EQ(table.acquire(d), r0);
+  EXPECT_EQ(table.frame(r0).pos, 9);
+  EXPECT_EQ(table.peak_rows(), 3);
+}
+
+struct fnv1a {
+  std::uint64_t value = 1469598103934665603ull;
+  void add(std::uint32_t x) { value = (value ^ x) * 1099511628211ull; }
+  void add_float(float f) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    add(bits);
+  }
+};
+
+/// Head h's attention: the stream's, scaled by a cell- and head-dependent factor (h = 0: the
+/// stream's own), so the heads keep different cells.
+void head_attention(const std::vector<float>& base, std::int32_t h, std::vector<float>& out) {
+  out.resize(base.size());
+  for (std::size_t j = 0; j < base.size(); ++j) {
+    const auto k = static_cast<std::int32_t>(j);
+    out[j] =
+        h == 0 ? base[j] : base[j] * (0.25f + 0.5f * static_cast<float>((k * (3 + 2 * h)) % 7));
+  }
+}
+
+/// The golden digest of tests/policy/golden_digest_test.cpp (observe feed) for head 0, while
+/// `companions` more caches share head 0's frame table and keep other cells.
+std::uint64_t shared_digest(const audiokv_config& config, std::int64_t frames,
+                            std::int32_t companions, std::int32_t& peak_rows) {
+  auto table = std::make_shared<frame_table>(64, 1024);
+  std::vector<tiered_cache<>> heads;
+  heads.reserve(static_cast<std::size_t>(companions) + 1);
+  for (std::int32_t h = 0; h <= companions; ++h) {
+    heads.emplace_back(config);
+    heads.back().share_frames(table);
+  }
+  test::speech_stream stream(7, config.num_speakers);
+  // Each companion draws its attention from a stream of its own, so head 0 sees exactly the
+  // golden test's attention.
+  std::vector<test::speech_stream> own(static_cast<std::size_t>(companions) + 1,
+                                       test::speech_stream(7, config.num_speakers));
+  eviction_plan plan;
+  plan.reserve(heads[0].capacity());
+  std::vector<float> attention, mine;
+  fnv1a d;
+  for (std::int64_t step = 0; step < frames; ++step) {
+    frame_meta f = stream.next_frame();
+    if (step < 2) f.flags |= frame_flag_sink;
+    for (std::size_t h = 1; h < heads.size(); ++h) own[h].next_frame();
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+      tiered_cache<>& cache = heads[h];
+      cache.append(&f, 1);
+      const std::int32_t n = cache.num_cells();
+      (h == 0 ? stream : own[h]).attention(cache.positions(), n, attention);
+      head_attention(attention, static_cast<std::int32_t>(h), mine);
+      cache.observe(mine.data(), n);
+      if (h == 0) {
+        for (std::int32_t j = 0; j < n; ++j) d.add_float(cache.importance()[j]);
+        for (std::int32_t s = 0; s < config.num_speakers; ++s) {
+          d.add_float(cache.speaker_baselines()[s]);
+        }
+      }
+      if (!cache.wants_eviction()) continue;
+      cache.plan(plan);
+      if (h == 0) {
+        for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
+          d.add(static_cast<std::uint32_t>(plan.move_to[j]));
+        }
+        for (const float s : plan.scores) d.add_float(s);
+        for (const std::int32_t j : plan.promote) d.add(static_cast<std::uint32_t>(j));
+        for (const std::int32_t j : plan.demote) d.add(static_cast<std::uint32_t>(j));
+        d.add_float(plan.ratio);
+        d.add_float(plan.normalized_entropy);
+      }
+      cache.apply(plan);
+    }
+  }
+  const audiokv_stats& s = heads[0].stats();
+  d.add(static_cast<std::uint32_t>(s.drift_resets));
+  d.add(static_cast<std::uint32_t>(s.promotions));
+  d.add(static_cast<std::uint32_t>(s.demotions));
+  d.add(static_cast<std::uint32_t>(s.cells_evicted));
+  // The table holds exactly the union of the heads' positions (every frame is shared).
+  std::set<std::int32_t> held;
+  for (const auto& cache : heads)
+    held.insert(cache.positions(), cache.positions() + cache.num_cells());
+  EXPECT_EQ(table->live_rows(), static_cast<std::int32_t>(held.size()));
+  peak_rows = table->peak_rows();
+  return d.value;
+}
+
+TEST(SharedFrames, GoldenDigestsHoldWhileOtherHeadsShareTheTable) {
+  // The expected values are golden_digest_test's, recorded before frame tables existed.
+  audiokv_config a;
+  a.budget = 600;
+  a.num_speakers = 3;
+  std::int32_t peak = 0;
+  EXPECT_EQ(shared_digest(a, 12000, 3, peak), 0x24626446f79d16baull);
+  // Four heads keeping different cells: the union stays well below 4 x capacity.
+  std::printf("4 heads, budget 600 (capacity %d): peak %d shared rows\n",
+              tiered_cache<>(a).capacity(), peak);
+  EXPECT_LT(peak, 4 * tiered_cache<>(a).capacity());
+  audiokv_config b = a;
+  b.num_speakers = 1;
+  b.evaluation_share = 0.5f;
+  b.neighbour_prior = false;
+  b.prior = prior_mode::multiply;
+  b.drift_window = 4;
+  b.drift_factor = 1.2f;
+  EXPECT_EQ(shared_digest(b, 12000, 2, peak), 0xe2c01efe90979e11ull);
+}
+
+/// Frames with every field varied (speaker, voice, flags, prior).
+frame_meta varied_frame(test::speech_stream& stream, std::int64_t step) {
+  frame_meta f = stream.next_frame();
+  f.voice = static_cast<float>((step * 37) % 11) / 10.0f;
+  f.prior = static_cast<float>((step * 13) % 9) / 16.0f - 0.25f;
+  if (step % 97 == 5) f.flags |= frame_flag_critical;
+  if (step < 2) f.flags |= frame_flag_sink;
+  return f;
+}
+
+std::vector<std::byte> snapshot_of(const tiered_cache<>& cache) {
+  std::vector<std::byte> bytes(cache.snapshot_size());
+  cache.snapshot(bytes);
+  return bytes;
+}
+
+TEST(SharedFrames, SnapshotsEqualPerCellCachesStepByStepAndRestoreAcrossModes) {
+  audiokv_config config;
+  config.budget = 400;
+  config.num_speakers = 3;
+  config.speech.coverage.enabled = true;
+  config.speech.frontier.enabled = true;
+  config.prior = prior_mode::add;
+  // An index over more positions than the stream has: every frame is found again, so the
+  // table holds exactly the union below (restore() acquires old positions too).
+  auto table = std::make_shared<frame_table>(0, 8192);
+  tiered_cache<> alone(config), shared(config), other(config);
+  shared.share_frames(table);
+  other.share_frames(table);
+  test::speech_stream stream(11, config.num_speakers), other_stream(11, config.num_speakers);
+  eviction_plan p1, p2;
+  p1.reserve(alone.capacity());
+  p2.reserve(alone.capacity());
+  std::vector<float> attention, mine;
+  for (std::int64_t step = 0; step < 5000; ++step) {
+    const frame_meta f = varied_frame(stream, step);
+    other_stream.next_frame();
+    for (tiered_cache<>* c : {&alone, &shared, &other}) c->append(&f, 1);
+    stream.attention(alone.positions(), alone.num_cells(), attention);
+    alone.observe(attention.data(), alone.num_cells());
+    shared.observe(attention.data(), shared.num_cells());
+    other_stream.attention(other.positions(), other.num_cells(), attention);
+    head_attention(attention, 2, mine);
+    other.observe(mine.data(), other.num_cells());
+    if (alone.wants_eviction()) {
+      alone.plan(p1);
+      shared.plan(p2);
+      ASSERT_EQ(p1.move_to, p2.move_to) << "step " << step;
+      ASSERT_EQ(0, std::memcmp(p1.scores.data(), p2.scores.data(), p1.scores.size() * 4));
+      alone.apply(p1);
+      shared.apply(p2);
+    }
+    if (other.wants_eviction()) {
+      other.plan(p2);
+      other.apply(p2);
+    }
+    if (step % 250 == 0) {
+      ASSERT_EQ(snapshot_of(alone), snapshot_of(shared)) << "step " << step;
+    }
+  }
+  ASSERT_EQ(snapshot_of(alone), snapshot_of(shared));
+  // A shared cache restores a per-cell cache's snapshot and the reverse; both then write the
+  // same bytes (each restore advanced the generation the same way from a fresh cache).
+  const std::vector<std::byte> bytes = snapshot_of(alone);
+  tiered_cache<> fresh_shared(config);
+  fresh_shared.share_frames(table);
+  fresh_shared.restore(bytes);
+  tiered_cache<> fresh_alone(config);
+  fresh_alone.restore(snapshot_of(shared));
+  EXPECT_EQ(snapshot_of(fresh_shared), snapshot_of(fresh_alone));
+  EXPECT_EQ(snapshot_of(fresh_shared).size(), bytes.size());
+  // And both continue bit for bit like each other.
+  for (std::int64_t step = 5000; step < 5600; ++step) {
+    const frame_meta f = varied_frame(stream, step);
+    fresh_shared.append(&f, 1);
+    fresh_alone.append(&f, 1);
+    stream.attention(fresh_alone.positions(), fresh_alone.num_cells(), attention);
+    fresh_alone.observe(attention.data(), fresh_alone.num_cells());
+    fresh_shared.observe(attention.data(), fresh_shared.num_cells());
+    if (!fresh_alone.wants_eviction()) continue;
+    fresh_alone.plan(p1);
+    fresh_shared.plan(p2);
+    ASSERT_EQ(p1.move_to, p2.move_to) << "step " << step;
+    fresh_alone.apply(p1);
+    fresh_shared.apply(p2);
+  }
+  EXPECT_EQ(snapshot_of(fresh_shared), snapshot_of(fresh_alone));
+  // Restoring over cells already held releases them: the table holds the union again.
+  other.restore(bytes);
+  std::set<std::int32_t> held;
+  for (const tiered_cache<>* c : {&shared, &other, &fresh_shared}) {
+    held.insert(c->positions(), c->positions() + c->num_cells());
+  }
+  EXPECT_EQ(table->live_rows(), static_cast<std::int32_t>(held.size()));
+}
+
+TEST(SharedFrames, CopiesResetAndDestructionReturnEveryRow) {
+  audiokv_config config;
+  config.budget = 200;
+  auto table = std::make_shared<frame_table>();
+  {
+    tiered_cache<> per_cell(config);
+    test::speech_stream stream(3, 1);
+    std::vector<frame_meta> frames;
+    for (std::int64_t s = 0; s < 100; ++s) frames.push_back(varied_frame(stream, s));
+    per_cell.append(frames.data(), 100);
+    const std::vector<std::byte> before = snapshot_of(per_cell);
+    // Cells already cached move into the table.
+    per_cell.share_frames(table);
+    EXPECT_EQ(table->live_rows(), 100);
+    EXPECT_EQ(snapshot_of(per_cell), before);
+    {
+      const tiered_cache<> copy = per_cell;  // shares the table: the same rows, counted twice
+      EXPECT_EQ(copy.frames(), table);
+      EXPECT_EQ(table->live_rows(), 100);
+      EXPECT_EQ(snapshot_of(copy), before);
+    }
+    EXPECT_EQ(table->live_rows(), 100);
+    tiered_cache<> moved = std::move(per_cell);
+    EXPECT_EQ(snapshot_of(moved), before);
+    moved.reset();
+    EXPECT_EQ(table->live_rows(), 0);
+    moved.append(frames.data(), 10);
+    EXPECT_EQ(table->live_rows(), 10);
+  }
+  EXPECT_EQ(table->live_rows(), 0);
+}
+
+TEST(SharedFrames, BatchesPerLayerShareOneTablePerSequence) {
+  // Two layers, each a sequence_batch of three sequences of different lengths; sequence s of
+  // both layers shares table s. The shared batches plan exactly as two unshared ones.
+  audiokv_config config;
+  config.budget = 120;
+  config.num_speakers = 2;
+  constexpr std::int32_t kLayers = 2, kSeqs = 3;
+  std::vector<sequence_batch<tiered_cache<>>> shared(kLayers), alone(kLayers);
+  std::vector<std::shared_ptr<frame_table>> tables;
+  for (std::int32_t s = 0; s < kSeqs; ++s) tables.push_back(std::make_shared<frame_table>());
+  for (std::int32_t l = 0; l < kLayers; ++l) {
+    for (std::int32_t s = 0; s < kSeqs; ++s) {
+      EXPECT_EQ(shared[l].add_sequence(config), s);
+      alone[l].add_sequence(config);
+      shared[l].share_frames(s, tables[s]);
+    }
+  }
+  try {
+    shared[0].share_frames(kSeqs, tables[0]);
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "s");
+  }
+  std::vector<test::speech_stream> streams;
+  for (std::int32_t s = 0; s < kSeqs; ++s) streams.emplace_back(20 + s, 2);
+  std::vector<float> scores;
+  std::vector<std::int64_t> indptr;
+  for (std::int32_t step = 0; step < 1500; ++step) {
+    for (std::int32_t s = 0; s < kSeqs; ++s) {
+      if (step % (s + 1) != 0) continue;  // sequences advance at different rates
+      const frame_meta f = streams[s].next_frame();
+      for (std::int32_t l = 0; l < kLayers; ++l) {
+        shared[l][s].append(&f, 1);
+        alone[l][s].append(&f, 1);
+      }
+    }
+    for (std::int32_t l = 0; l < kLayers; ++l) {
+      indptr.assign(1, 0);
+      scores.clear();
+      for (std::int32_t s = 0; s < kSeqs; ++s) {
+        const std::int32_t n = alone[l][s].num_cells();
+        for (std::int32_t j = 0; j < n; ++j) {
+          scores.push_back(1.0f / static_cast<float>(1 + ((j * (3 + l) + step) % 13)));
+        }
+        indptr.push_back(static_cast<std::int64_t>(scores.size()));
+      }
+      shared[l].observe(scores, indptr);
+      alone[l].observe(scores, indptr);
+      shared[l].plan_all();
+      alone[l].plan_all();
+      for (std::int32_t s = 0; s < kSeqs; ++s) {
+        ASSERT_EQ(shared[l].plan(s).move_to, alone[l].plan(s).move_to) << "step " << step;
+      }
+      shared[l].apply_all();
+      alone[l].apply_all();
+    }
+  }
+  for (std::int32_t s = 0; s < kSeqs; ++s) {
+    std::set<std::int32_t> held;
+    for (std::int32_t l = 0; l < kLayers; ++l) {
+      held.insert(shared[l][s].positions(), shared[l][s].positions() + shared[l][s].num_cells());
+    }
+    EXPECT_EQ(tables[s]->live_rows(), static_cast<std::int32_t>(held.size())) << "sequence " << s;
+  }
+  // Removing sequence 1 from layer 0 releases its rows: layer 1's cells remain.
+  shared[0].remove_sequence(1);
+  EXPECT_EQ(tables[1]->live_rows(), shared[1][1].num_cells());
+  shared[1].remove_sequence(1);
+  EXPECT_EQ(tables[1]->live_rows(), 0);
+}
+
+}  // namespace
