@@ -23,39 +23,57 @@ namespace {
 
 using namespace audiokv;
 
-TEST(FrameTable, RowsAreSharedOnlyForBitIdenticalFramesAndReused) {
-  frame_table table(2, 8);
-  const frame_meta a{5, 1, 0.5f, frame_flag_phoneme_boundary, 0.25f};
-  const std::uint32_t r0 = table.acquire(a);
-  EXPECT_EQ(table.acquire(a), r0);  // same position, same metadata: one row, two references
-  EXPECT_EQ(table.references(r0), 2u);
-  EXPECT_EQ(table.live_rows(), 1);
-  frame_meta b = a;
-  b.prior = -0.0f;  // 0.25 vs -0: another row
-  frame_meta c = a;
-  c.prior = 0.25f;
-  c.voice = 0.0f;
-  const std::uint32_t r1 = table.acquire(b);
-  EXPECT_NE(r1, r0);
-  EXPECT_EQ(table.live_rows(), 2);
-  // The index now points at b's row, so c (different again) takes a third row: the table
-  // grows from 2 rows (an allocation outside reserved capacity).
-  const std::uint32_t r2 = table.acquire(c);
-  EXPECT_NE(r2, r0);
-  EXPECT_NE(r2, r1);
-  EXPECT_GE(table.capacity(), 3);
-  EXPECT_EQ(table.frame(r2).voice, 0.0f);
-  EXPECT_EQ(table.frame(r0).prior, 0.25f);
-  table.release(r0);
-  EXPECT_EQ(table.live_rows(), 3);
-  table.release(r0);
-  EXPECT_EQ(table.live_rows(), 2);
-  EXPECT_EQ(table.references(r0), 0u);
-  // A free row is reused (most recently freed first).
-  const frame_meta d{9, 0, 1.0f, 0, 0.0f};
-  EXPECT_EQ(table.acquire(d), r0);
-  EXPECT_EQ(table.frame(r0).pos, 9);
-  EXPECT_EQ(table.peak_rows(), 3);
+TEST(FrameTable, PositionsAreCountedAndOlderOnesLeaveTheRingInOrder) {
+  frame_table t(4, 2);  // a ring of positions [lo, lo + 4)
+  EXPECT_EQ(t.window(), 4);
+  const frame_meta f0{0, 1, 0.5f, frame_flag_phoneme_boundary, 0.25f};
+  t.acquire(f0);
+  t.acquire(f0);  // a second cache holding the same frame
+  EXPECT_EQ(t.references(0), 2u);
+  EXPECT_EQ(t.live_rows(), 1);
+  frame_meta other = f0;
+  other.prior = -0.0f;
+  EXPECT_FALSE(t.agrees(other));  // 0.25 vs -0 at a live position
+  other.pos = 1;
+  EXPECT_TRUE(t.agrees(other));  // position 1 is not live
+  for (std::int32_t p = 1; p <= 3; ++p) t.acquire(frame_meta{p, p, 1.0f, 0, 0.0f});
+  EXPECT_EQ(t.live_rows(), 4);
+  t.release(1);
+  t.release(2);
+  EXPECT_EQ(t.live_rows(), 2);
+  EXPECT_EQ(t.references(1), 0u);
+  // Position 5 moves the ring to [2, 6): live position 0 goes below it, released 1 is dropped.
+  t.acquire(frame_meta{5, 2, 0.0f, 0, 0.5f});
+  EXPECT_EQ(t.old_rows(), 1);
+  EXPECT_EQ(t.live_rows(), 3);
+  EXPECT_EQ(t.references(0), 2u);
+  EXPECT_EQ(t.speaker(0), 1);
+  EXPECT_EQ(t.prior(0), 0.25f);
+  EXPECT_EQ(t.flags(0), frame_flag_phoneme_boundary);
+  // Position 9: ring [6, 10); live 3 and 5 go below it, after 0.
+  t.acquire(frame_meta{9, 0, 1.0f, frame_flag_sink, 0.0f});
+  EXPECT_EQ(t.old_rows(), 3);
+  const std::int32_t pos[4] = {0, 3, 5, 9};
+  std::int32_t speakers[4] = {};
+  t.gather_speakers(pos, 4, speakers);
+  EXPECT_EQ(std::vector<std::int32_t>(speakers, speakers + 4),
+            (std::vector<std::int32_t>{1, 3, 2, 0}));
+  EXPECT_EQ(t.voice(5), 0.0f);
+  EXPECT_EQ(t.flags(9), frame_flag_sink);
+  // A released older position may come back with other metadata; an older position never seen
+  // is inserted in order.
+  t.release(3);
+  EXPECT_EQ(t.references(3), 0u);
+  EXPECT_TRUE(t.agrees(frame_meta{3, 7, 1.0f, 0, 0.0f}));
+  t.acquire(frame_meta{3, 7, 1.0f, 0, 0.0f});
+  EXPECT_EQ(t.speaker(3), 7);
+  t.acquire(frame_meta{1, 4, 1.0f, 0, 0.0f});
+  EXPECT_EQ(t.old_rows(), 4);
+  EXPECT_EQ(t.speaker(1), 4);
+  EXPECT_EQ(t.speaker(0), 1);
+  EXPECT_EQ(t.speaker(5), 2);
+  EXPECT_EQ(t.live_rows(), 5);
+  EXPECT_EQ(t.peak_rows(), 5);
 }
 
 struct fnv1a {
@@ -82,8 +100,9 @@ void head_attention(const std::vector<float>& base, std::int32_t h, std::vector<
 /// The golden digest of tests/policy/golden_digest_test.cpp (observe feed) for head 0, while
 /// `companions` more caches share head 0's frame table and keep other cells.
 std::uint64_t shared_digest(const audiokv_config& config, std::int64_t frames,
-                            std::int32_t companions, std::int32_t& peak_rows) {
-  auto table = std::make_shared<frame_table>(64, 1024);
+                            std::int32_t companions, std::int32_t window, std::int32_t& peak_rows) {
+  // A small ring, so that most cells live below it and are found by binary search.
+  auto table = std::make_shared<frame_table>(window);
   std::vector<tiered_cache<>> heads;
   heads.reserve(static_cast<std::size_t>(companions) + 1);
   for (std::int32_t h = 0; h <= companions; ++h) {
@@ -151,7 +170,7 @@ TEST(SharedFrames, GoldenDigestsHoldWhileOtherHeadsShareTheTable) {
   a.budget = 600;
   a.num_speakers = 3;
   std::int32_t peak = 0;
-  EXPECT_EQ(shared_digest(a, 12000, 3, peak), 0x24626446f79d16baull);
+  EXPECT_EQ(shared_digest(a, 12000, 3, 256, peak), 0x24626446f79d16baull);
   // Four heads keeping different cells: the union stays well below 4 x capacity.
   std::printf("4 heads, budget 600 (capacity %d): peak %d shared rows\n",
               tiered_cache<>(a).capacity(), peak);
@@ -163,7 +182,7 @@ TEST(SharedFrames, GoldenDigestsHoldWhileOtherHeadsShareTheTable) {
   b.prior = prior_mode::multiply;
   b.drift_window = 4;
   b.drift_factor = 1.2f;
-  EXPECT_EQ(shared_digest(b, 12000, 2, peak), 0xe2c01efe90979e11ull);
+  EXPECT_EQ(shared_digest(b, 12000, 2, 64, peak), 0xe2c01efe90979e11ull);
 }
 
 /// Frames with every field varied (speaker, voice, flags, prior).
@@ -189,9 +208,7 @@ TEST(SharedFrames, SnapshotsEqualPerCellCachesStepByStepAndRestoreAcrossModes) {
   config.speech.coverage.enabled = true;
   config.speech.frontier.enabled = true;
   config.prior = prior_mode::add;
-  // An index over more positions than the stream has: every frame is found again, so the
-  // table holds exactly the union below (restore() acquires old positions too).
-  auto table = std::make_shared<frame_table>(0, 8192);
+  auto table = std::make_shared<frame_table>(1024);
   tiered_cache<> alone(config), shared(config), other(config);
   shared.share_frames(table);
   other.share_frames(table);
@@ -292,6 +309,48 @@ TEST(SharedFrames, CopiesResetAndDestructionReturnEveryRow) {
     EXPECT_EQ(table->live_rows(), 10);
   }
   EXPECT_EQ(table->live_rows(), 0);
+}
+
+TEST(SharedFrames, OtherMetadataAtALivePositionIsRejectedWithNoChange) {
+  audiokv_config config;
+  config.budget = 50;
+  auto table = std::make_shared<frame_table>(64);
+  tiered_cache<> a(config), b(config);
+  a.share_frames(table);
+  b.share_frames(table);
+  const std::vector<frame_meta> frames = test::frames(0, 4);
+  a.append(frames);
+  b.append(span<const frame_meta>(frames.data(), 2));
+  std::vector<frame_meta> wrong(frames.begin() + 2, frames.end());
+  wrong[1].voice = 0.5f;  // position 3 differs from what a appended
+  const std::vector<std::byte> before = snapshot_of(b);
+  try {
+    b.append(wrong);
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "frames[1]");
+  }
+  EXPECT_EQ(snapshot_of(b), before);
+  EXPECT_EQ(table->references(2), 1u);  // frames[0] of the rejected call was not taken
+  // A snapshot whose frame at a position other caches hold differs is rejected too.
+  tiered_cache<> alone(config);
+  alone.append(std::vector<frame_meta>{frames[0], frames[1], frames[2], wrong[1]});
+  try {
+    b.restore(snapshot_of(alone));
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "snapshot");
+  }
+  EXPECT_EQ(snapshot_of(b), before);
+  // So is a cache whose cells differ from the table's when it attaches.
+  try {
+    alone.share_frames(table);
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "table");
+  }
+  EXPECT_EQ(alone.frames(), nullptr);
+  EXPECT_EQ(table->live_rows(), 4);
 }
 
 TEST(SharedFrames, BatchesPerLayerShareOneTablePerSequence) {

@@ -131,15 +131,15 @@ TEST(MemoryModesAllocation, PagedPlannersAndRewritersNeverAllocate) {
 }
 
 TEST(MemoryModesAllocation, SharedFrameStepsNeverAllocate) {
-  // Eight heads of one sequence share a frame table reserved for all their cells (the union
-  // never exceeds 8 x capacity); per-head attention differs, so they keep different cells and
-  // rows are freed and reused.
+  // Eight heads of one sequence share a frame table whose ring (512 positions) the stream
+  // passes many times, with room below it for all their cells (the union never exceeds 8 x
+  // capacity); per-head attention differs, so they keep different cells.
   audiokv_config config;
   config.budget = 300;
   config.num_speakers = 3;
   constexpr std::int32_t kHeads = 8;
   std::vector<tiered_cache<>> heads(kHeads, tiered_cache<>(config));
-  auto table = std::make_shared<frame_table>(kHeads * heads[0].capacity());
+  auto table = std::make_shared<frame_table>(512, kHeads * heads[0].capacity());
   for (auto& h : heads) h.share_frames(table);
   eviction_plan plan;
   plan.reserve(heads[0].capacity());
@@ -207,17 +207,17 @@ TEST(MemoryModesAllocation, HostBytesPerCell) {
   plans.clear();
   caches.clear();
 
-  // One sequence of 32 layers x 8 KV heads whose caches share one frame table. The table holds
-  // the union of the heads' cells, which grows with how much the heads disagree: 2.1 x a
-  // cache's capacity for the four heads of the frame table test, 3.1 x for the eight above.
-  // Reserved here for 16 x capacity, more than either.
+  // One sequence of 32 layers x 8 KV heads whose caches share one frame table: a ring of
+  // 2 x capacity positions, and room for 4 x capacity positions older than the ring (the
+  // cells some head keeps for long; the union of the heads' cells is 2.1 x capacity for the
+  // four heads of the frame table test, 3.1 x for the eight above).
   constexpr int kLayerHeads = 32 * 8;
   const std::size_t start = heap_in_use();
   std::vector<tiered_cache<>> shared;
   shared.reserve(kLayerHeads);
   for (int i = 0; i < kLayerHeads; ++i) shared.emplace_back(config);
   const std::int32_t capacity = shared[0].capacity();
-  auto table = std::make_shared<frame_table>(16 * capacity);
+  auto table = std::make_shared<frame_table>(2 * capacity, 4 * capacity);
   const std::size_t with_table = heap_in_use();
   for (auto& c : shared) c.share_frames(table);
   const std::size_t attached = heap_in_use();
@@ -228,8 +228,8 @@ TEST(MemoryModesAllocation, HostBytesPerCell) {
   const double total = static_cast<double>(attached - start) / shared_cells;
   std::printf(
       "32 x 8 caches sharing one frame table: %.1f B per cell of capacity in each cache, %.1f B "
-      "with the table (%zu bytes, %d rows)\n",
-      per_cache, total, table->bytes(), table->capacity());
+      "with the table (%zu bytes, a ring of %d positions)\n",
+      per_cache, total, table->bytes(), table->window());
   EXPECT_GT(with_table, start);
   EXPECT_LT(total, cache_bytes);
 }

@@ -2,10 +2,11 @@
 /// @file
 /// Frame metadata shared by the caches of one sequence: the (layer, KV head) caches of a
 /// sequence see the same frames, so their speaker, voice, flags and prior are held once per
-/// frame here, and each cache keeps only a row index per cell beside what is its own
-/// (importance, tier, position).
+/// frame position here, and each cache keeps per cell only what is its own (position,
+/// importance, tier).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -14,149 +15,339 @@
 
 namespace audiokv {
 
-/// @brief Reference-counted rows of frame metadata, found by position.
+/// @brief Reference-counted frame metadata indexed by absolute frame position.
 ///
-/// A cache attached to a table acquire()s one row per appended cell and release()s it when the
-/// cell is evicted, the cache is reset or destroyed. acquire() returns the live row of the same
-/// position when its metadata is bit-identical (the common case: every cache of a sequence
-/// appends the same frames), else a new row, so sharing never changes what a cache reads. A
-/// row whose count drops to 0 returns to a free list for reuse.
+/// A cache attached to a table acquire()s the position of each appended cell and release()s it
+/// when the cell is evicted, the cache is reset or destroyed; a position is live while some
+/// cache holds it. Every cache of a sequence appends the same frames, so a position has one
+/// metadata: acquiring a live position with other metadata is refused (agrees() is false).
 ///
-/// Lookup by position is a direct-mapped index of `index_size` entries (position mod a power
-/// of two): a cache appending a frame whose entry was overwritten by a frame index_size
-/// positions newer gets a row of its own (correct, only less shared).
+/// Layout: a ring of `window` rows (a power of two) holds the positions [lo, lo + window),
+/// found by position mod window; when a newer position arrives, lo advances and the live rows
+/// it passes move, in position order, to a sorted area of older rows (the cells a policy keeps
+/// for long: sinks, segment starts, strong cells), found by binary search. Readers of a cell's
+/// metadata therefore cost one indexed load for recent cells and O(log old_rows()) for older
+/// ones.
 ///
-/// Memory: 21 bytes per row (position, speaker, voice, flags, prior, count) and 4 per index
-/// entry. Rows live while any cache holds the frame, so the table holds the union of the
-/// attached caches' cells. acquire() allocates only when no free row is left (reserve() ahead
-/// of the union's high-water mark, e.g. between decode steps, to keep steps allocation-free).
+/// Memory: 21 bytes per ring row and per older row (position, speaker, voice, flags, prior,
+/// count). Allocates only when the older rows outgrow their reserve (reserve_old()); the ring
+/// never grows.
 ///
 /// Threads: acquire() and release() write the table, so the caches attached to one table must
 /// not run mutating calls concurrently, nor a mutating call concurrently with any call of
-/// another of them; reads (row accessors) may run concurrently with each other.
+/// another of them; reads may run concurrently with each other.
 class frame_table {
  public:
-  /// An empty table with room for `rows` rows and an index of at least `index_size` entries
-  /// (rounded up to a power of two; at least 1).
-  explicit frame_table(std::int32_t rows = 0, std::int32_t index_size = 4096) {
+  /// A table whose ring holds `window` positions (rounded up to a power of two, at least 1),
+  /// with room reserved for `old_rows` live rows older than the ring.
+  explicit frame_table(std::int32_t window = 8192, std::int32_t old_rows = 0) {
     std::uint32_t size = 1;
-    while (size < static_cast<std::uint32_t>(index_size > 1 ? index_size : 1)) size <<= 1;
-    index_.assign(size, no_row);
+    while (size < static_cast<std::uint32_t>(window > 1 ? window : 1)) size <<= 1;
     mask_ = size - 1;
-    reserve(rows);
+    rpos_.assign(size, 0);
+    rspeaker_.assign(size, 0);
+    rvoice_.assign(size, 0.0f);
+    rflags_.assign(size, 0);
+    rprior_.assign(size, 0.0f);
+    rrefs_.assign(size, 0);
+    reserve_old(old_rows);
   }
 
-  /// Rows held (live or free).
-  std::int32_t capacity() const noexcept { return static_cast<std::int32_t>(pos_.size()); }
-  /// Rows some cache holds.
-  std::int32_t live_rows() const noexcept {
-    return capacity() - static_cast<std::int32_t>(free_.size());
-  }
-  /// Most rows live at once since construction.
+  /// Positions the ring holds (a power of two).
+  std::int32_t window() const noexcept { return static_cast<std::int32_t>(mask_ + 1); }
+  /// Live positions (held by at least one cache).
+  std::int32_t live_rows() const noexcept { return live_; }
+  /// Most positions live at once since construction.
   std::int32_t peak_rows() const noexcept { return peak_; }
-  /// Bytes of the table's arrays at their current capacity.
-  std::size_t bytes() const noexcept {
-    return static_cast<std::size_t>(capacity()) * bytes_per_row +
-           index_.size() * sizeof(std::uint32_t) + free_.capacity() * sizeof(std::uint32_t);
-  }
+  /// Rows below the ring, live or waiting to be compacted.
+  std::int32_t old_rows() const noexcept { return static_cast<std::int32_t>(opos_.size()); }
   /// Bytes per row: position, speaker, voice, flags, prior, reference count.
   static constexpr std::size_t bytes_per_row = 4 + 4 + 4 + 1 + 4 + 4;
+  /// Bytes of the table's arrays at their current capacity.
+  std::size_t bytes() const noexcept { return (rpos_.size() + opos_.capacity()) * bytes_per_row; }
 
-  /// Grows the table to `rows` rows (new rows free); never shrinks. Allocates.
-  void reserve(std::int32_t rows) {
-    const std::int32_t old = capacity();
-    if (rows <= old) return;
+  /// Reserves room for `rows` rows below the ring; never shrinks. Allocates.
+  void reserve_old(std::int32_t rows) {
+    if (rows <= static_cast<std::int32_t>(opos_.capacity())) return;
     const auto n = static_cast<std::size_t>(rows);
-    // capacity() is pos_.size(): it grows last, so a std::bad_alloc leaves the table as it was.
-    free_.reserve(n);
-    speaker_.resize(n);
-    voice_.resize(n);
-    flags_.resize(n);
-    prior_.resize(n);
-    refs_.resize(n, 0);
-    pos_.resize(n);
-    for (std::int32_t r = rows - 1; r >= old; --r) free_.push_back(static_cast<std::uint32_t>(r));
+    // opos_ (whose capacity old_capacity() reports) grows last: a std::bad_alloc part-way
+    // leaves every reserve at least as large as before.
+    ospeaker_.reserve(n);
+    ovoice_.reserve(n);
+    oflags_.reserve(n);
+    oprior_.reserve(n);
+    orefs_.reserve(n);
+    opos_.reserve(n);
   }
 
-  /// Makes sure the next `count` acquire() calls find a free row (grows by at least doubling
-  /// when they would not), so they cannot throw. Allocates only then.
-  void ensure_free(std::int32_t count) {
-    const auto free_rows = static_cast<std::int32_t>(free_.size());
-    if (count <= free_rows) return;
-    const std::int32_t need = capacity() + (count - free_rows);
-    reserve(need > 2 * capacity() ? need : 2 * capacity());
-  }
-
-  /// The row holding frame `f` with one more reference: the live row at f.pos when its
-  /// metadata is bit-identical, else a free row (grown by doubling when none is left).
-  std::uint32_t acquire(const frame_meta& f) {
-    std::uint32_t& entry = index_[static_cast<std::uint32_t>(f.pos) & mask_];
-    if (entry != no_row && refs_[entry] > 0 && pos_[entry] == f.pos && same(entry, f)) {
-      ++refs_[entry];
-      return entry;
+  /// Caches holding position `pos` (0: not live).
+  std::uint32_t references(std::int32_t pos) const noexcept {
+    if (in_ring(pos)) {
+      const std::uint32_t r = slot(pos);
+      return rpos_[r] == pos ? rrefs_[r] : 0;
     }
-    ensure_free(1);
-    const std::uint32_t row = free_.back();
-    free_.pop_back();
-    pos_[row] = f.pos;
-    speaker_[row] = f.speaker;
-    voice_[row] = f.voice;
-    flags_[row] = f.flags;
-    prior_[row] = f.prior;
-    refs_[row] = 1;
-    entry = row;
-    if (live_rows() > peak_) peak_ = live_rows();
-    return row;
+    const std::size_t i = old_index(pos);
+    return i < opos_.size() && opos_[i] == pos ? orefs_[i] : 0;
   }
 
-  /// One more reference to a live row (a copy of a cache holds its cells twice).
-  void retain(std::uint32_t row) noexcept { ++refs_[row]; }
-
-  /// One reference less; the row becomes free at 0.
-  void release(std::uint32_t row) noexcept {
-    if (--refs_[row] == 0) free_.push_back(row);  // free_ has capacity for every row
+  /// False when position f.pos is live with other metadata (floats compared by their bits).
+  bool agrees(const frame_meta& f) const noexcept {
+    if (in_ring(f.pos)) {
+      const std::uint32_t r = slot(f.pos);
+      return rpos_[r] != f.pos || rrefs_[r] == 0 ||
+             same(rspeaker_[r], rvoice_[r], rflags_[r], rprior_[r], f);
+    }
+    const std::size_t i = old_index(f.pos);
+    return i == opos_.size() || opos_[i] != f.pos || orefs_[i] == 0 ||
+           same(ospeaker_[i], ovoice_[i], oflags_[i], oprior_[i], f);
   }
 
-  /// The frame of a live row.
-  frame_meta frame(std::uint32_t row) const noexcept {
-    return frame_meta{pos_[row], speaker_[row], voice_[row], flags_[row], prior_[row]};
+  /// Makes sure that acquiring `frames[0, count)` (ascending positions, in that order) cannot
+  /// throw: reserves the rows below the ring they would need (compacting released ones first).
+  /// Allocates only when that reserve is too small.
+  void prepare(const frame_meta* frames, std::int32_t count) {
+    prepare_each(count, [frames](std::int32_t i) { return frames[i].pos; });
   }
-  /// Position of a row's frame.
-  std::int32_t pos(std::uint32_t row) const noexcept { return pos_[row]; }
-  /// Speaker of a row's frame.
-  std::int32_t speaker(std::uint32_t row) const noexcept { return speaker_[row]; }
-  /// Voice activity of a row's frame.
-  float voice(std::uint32_t row) const noexcept { return voice_[row]; }
-  /// Flags of a row's frame.
-  std::uint8_t flags(std::uint32_t row) const noexcept { return flags_[row]; }
-  /// Prior of a row's frame.
-  float prior(std::uint32_t row) const noexcept { return prior_[row]; }
-  /// References to a row (0: free).
-  std::uint32_t references(std::uint32_t row) const noexcept { return refs_[row]; }
+
+  /// prepare() for the positions position_at(0), ..., position_at(count - 1) (ascending).
+  template <class PositionAt>
+  void prepare_each(std::int32_t count, PositionAt position_at) {
+    std::int64_t lo = lo_, extra = 0;
+    bool started = started_;
+    if (count > 0 &&
+        static_cast<std::int64_t>(position_at(count - 1)) - position_at(0) >= window()) {
+      extra += count;  // frames of this call may pass below the ring too
+    }
+    for (std::int32_t i = 0; i < count; ++i) {
+      const std::int64_t p = position_at(i);
+      if (!started) {
+        lo = p;
+        started = true;
+      }
+      if (p >= lo + window()) {
+        const std::int64_t next = p - window() + 1;
+        for (std::int64_t q = lo; q < std::min(next, lo + window()); ++q) {
+          const std::uint32_t r = slot(static_cast<std::int32_t>(q));
+          extra += rpos_[r] == q && rrefs_[r] > 0 ? 1 : 0;
+        }
+        lo = next;
+      } else if (p < lo) {
+        extra += 1;
+      }
+    }
+    ensure_old_room(extra);
+  }
+
+  /// Makes room for `extra` more rows below the ring (compacting released ones first).
+  void ensure_old_room(std::int64_t extra) {
+    const auto need = static_cast<std::int64_t>(opos_.size()) + extra;
+    if (need <= static_cast<std::int64_t>(opos_.capacity())) return;
+    compact_old();
+    const auto still = static_cast<std::int64_t>(opos_.size()) + extra;
+    if (still <= static_cast<std::int64_t>(opos_.capacity())) return;
+    const auto doubled = 2 * static_cast<std::int64_t>(opos_.capacity());
+    reserve_old(static_cast<std::int32_t>(std::max<std::int64_t>({still, doubled, 64})));
+  }
+
+  /// Live rows of the ring (an upper bound of the rows a restore may move below it).
+  std::int32_t ring_live_rows() const noexcept { return live_ - old_live_; }
+
+  /// One more reference to position f.pos, written with f's metadata when it was not live.
+  /// Preconditions: agrees(f), and room prepared (prepare()) when it must not allocate.
+  void acquire(const frame_meta& f) {
+    if (!started_) {
+      lo_ = f.pos;
+      started_ = true;
+    }
+    if (static_cast<std::int64_t>(f.pos) >= lo_ + window()) advance(f.pos);
+    if (in_ring(f.pos)) {
+      const std::uint32_t r = slot(f.pos);
+      if (rpos_[r] == f.pos && rrefs_[r] > 0) {
+        ++rrefs_[r];
+        return;
+      }
+      rpos_[r] = f.pos;
+      rspeaker_[r] = f.speaker;
+      rvoice_[r] = f.voice;
+      rflags_[r] = f.flags;
+      rprior_[r] = f.prior;
+      rrefs_[r] = 1;
+      became_live();
+      return;
+    }
+    ensure_old_room(1);  // before locating the row: it may compact the rows below the ring
+    const std::size_t i = old_index(f.pos);
+    if (i < opos_.size() && opos_[i] == f.pos) {
+      if (orefs_[i]++ == 0) {  // a released row taken again
+        ospeaker_[i] = f.speaker;
+        ovoice_[i] = f.voice;
+        oflags_[i] = f.flags;
+        oprior_[i] = f.prior;
+        --dead_;
+        ++old_live_;
+        became_live();
+      }
+      return;
+    }
+    const auto at = static_cast<std::ptrdiff_t>(i);
+    opos_.insert(opos_.begin() + at, f.pos);
+    ospeaker_.insert(ospeaker_.begin() + at, f.speaker);
+    ovoice_.insert(ovoice_.begin() + at, f.voice);
+    oflags_.insert(oflags_.begin() + at, f.flags);
+    oprior_.insert(oprior_.begin() + at, f.prior);
+    orefs_.insert(orefs_.begin() + at, 1u);
+    ++old_live_;
+    became_live();
+  }
+
+  /// One more reference to a live position (a copy of a cache holds its cells twice).
+  void retain(std::int32_t pos) noexcept {
+    if (in_ring(pos)) {
+      ++rrefs_[slot(pos)];
+    } else {
+      ++orefs_[old_index(pos)];
+    }
+  }
+
+  /// One reference less to a live position; it is released at 0.
+  void release(std::int32_t pos) noexcept {
+    if (in_ring(pos)) {
+      if (--rrefs_[slot(pos)] == 0) --live_;
+      return;
+    }
+    if (--orefs_[old_index(pos)] == 0) {
+      --live_;
+      --old_live_;
+      ++dead_;
+      // Released rows below the ring are dropped once they are most of it (in place).
+      if (dead_ > 64 && 2 * dead_ > static_cast<std::int32_t>(opos_.size())) compact_old();
+    }
+  }
+
+  /// The metadata of a live position.
+  frame_meta frame(std::int32_t pos) const noexcept {
+    if (in_ring(pos)) {
+      const std::uint32_t r = slot(pos);
+      return frame_meta{pos, rspeaker_[r], rvoice_[r], rflags_[r], rprior_[r]};
+    }
+    const std::size_t i = old_index(pos);
+    return frame_meta{pos, ospeaker_[i], ovoice_[i], oflags_[i], oprior_[i]};
+  }
+  /// Speaker of a live position.
+  std::int32_t speaker(std::int32_t pos) const noexcept {
+    return in_ring(pos) ? rspeaker_[slot(pos)] : ospeaker_[old_index(pos)];
+  }
+  /// Voice activity of a live position.
+  float voice(std::int32_t pos) const noexcept {
+    return in_ring(pos) ? rvoice_[slot(pos)] : ovoice_[old_index(pos)];
+  }
+  /// Flags of a live position.
+  std::uint8_t flags(std::int32_t pos) const noexcept {
+    return in_ring(pos) ? rflags_[slot(pos)] : oflags_[old_index(pos)];
+  }
+  /// Prior of a live position.
+  float prior(std::int32_t pos) const noexcept {
+    return in_ring(pos) ? rprior_[slot(pos)] : oprior_[old_index(pos)];
+  }
+  /// Speakers of the live positions pos[0, n) (ascending) into out[0, n): the older ones by
+  /// one merge pass over the rows below the ring.
+  void gather_speakers(const std::int32_t* pos, std::int32_t n, std::int32_t* out) const noexcept {
+    std::int32_t k = 0;
+    auto from = opos_.begin();
+    for (; k < n && !in_ring(pos[k]); ++k) {
+      from = std::lower_bound(from, opos_.end(), pos[k]);
+      out[k] = ospeaker_[static_cast<std::size_t>(from - opos_.begin())];
+    }
+    for (; k < n; ++k) out[k] = rspeaker_[slot(pos[k])];
+  }
 
  private:
-  static constexpr std::uint32_t no_row = 0xFFFFFFFFu;
-
-  /// Bit-identical metadata (floats by their bits, so -0 and 0 stay apart).
-  bool same(std::uint32_t row, const frame_meta& f) const noexcept {
-    return speaker_[row] == f.speaker && flags_[row] == f.flags &&
-           bits(voice_[row]) == bits(f.voice) && bits(prior_[row]) == bits(f.prior);
+  bool in_ring(std::int32_t pos) const noexcept { return static_cast<std::int64_t>(pos) >= lo_; }
+  std::uint32_t slot(std::int32_t pos) const noexcept {
+    return static_cast<std::uint32_t>(pos) & mask_;
+  }
+  std::size_t old_index(std::int32_t pos) const noexcept {
+    return static_cast<std::size_t>(std::lower_bound(opos_.begin(), opos_.end(), pos) -
+                                    opos_.begin());
+  }
+  static bool same(std::int32_t speaker, float voice, std::uint8_t flags, float prior,
+                   const frame_meta& f) noexcept {
+    return speaker == f.speaker && flags == f.flags && bits(voice) == bits(f.voice) &&
+           bits(prior) == bits(f.prior);
   }
   static std::uint32_t bits(float v) noexcept {
     std::uint32_t b;
     std::memcpy(&b, &v, sizeof b);
     return b;
   }
+  void became_live() noexcept {
+    ++live_;
+    if (live_ > peak_) peak_ = live_;
+  }
 
-  std::vector<std::int32_t> pos_;      // [rows]
-  std::vector<std::int32_t> speaker_;  // [rows]
-  std::vector<float> voice_;           // [rows]
-  std::vector<std::uint8_t> flags_;    // [rows]
-  std::vector<float> prior_;           // [rows]
-  std::vector<std::uint32_t> refs_;    // [rows] caches holding the row
-  std::vector<std::uint32_t> free_;    // free rows (a stack), capacity = rows
-  std::vector<std::uint32_t> index_;   // [2^k] row of the newest frame at pos mod 2^k
+  /// Moves the ring's start so that `pos` fits: the live rows it passes go below the ring, in
+  /// position order (room prepared by prepare()).
+  void advance(std::int32_t pos) {
+    const std::int64_t next = static_cast<std::int64_t>(pos) - window() + 1;
+    const std::int64_t end = std::min<std::int64_t>(next, lo_ + window());
+    for (std::int64_t q = lo_; q < end; ++q) {
+      const std::uint32_t r = slot(static_cast<std::int32_t>(q));
+      if (rpos_[r] != q || rrefs_[r] == 0) continue;
+      ensure_old_room(1);
+      opos_.push_back(static_cast<std::int32_t>(q));
+      ospeaker_.push_back(rspeaker_[r]);
+      ovoice_.push_back(rvoice_[r]);
+      oflags_.push_back(rflags_[r]);
+      oprior_.push_back(rprior_[r]);
+      orefs_.push_back(rrefs_[r]);
+      ++old_live_;
+      rrefs_[r] = 0;
+    }
+    lo_ = next;
+  }
+
+  /// Drops released rows below the ring, keeping the order (in place, no allocation).
+  void compact_old() noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < opos_.size(); ++i) {
+      if (orefs_[i] == 0) continue;
+      opos_[kept] = opos_[i];
+      ospeaker_[kept] = ospeaker_[i];
+      ovoice_[kept] = ovoice_[i];
+      oflags_[kept] = oflags_[i];
+      oprior_[kept] = oprior_[i];
+      orefs_[kept] = orefs_[i];
+      ++kept;
+    }
+    opos_.resize(kept);
+    ospeaker_.resize(kept);
+    ovoice_.resize(kept);
+    oflags_.resize(kept);
+    oprior_.resize(kept);
+    orefs_.resize(kept);
+    dead_ = 0;
+  }
+
+  // The ring: positions [lo_, lo_ + window()) at pos mod window().
+  std::vector<std::int32_t> rpos_;      // position written in each slot
+  std::vector<std::int32_t> rspeaker_;  // [window]
+  std::vector<float> rvoice_;           // [window]
+  std::vector<std::uint8_t> rflags_;    // [window]
+  std::vector<float> rprior_;           // [window]
+  std::vector<std::uint32_t> rrefs_;    // [window] caches holding the slot's position
+  // Rows below the ring, ascending positions; released ones (count 0) until compacted.
+  std::vector<std::int32_t> opos_;
+  std::vector<std::int32_t> ospeaker_;
+  std::vector<float> ovoice_;
+  std::vector<std::uint8_t> oflags_;
+  std::vector<float> oprior_;
+  std::vector<std::uint32_t> orefs_;
   std::uint32_t mask_ = 0;
+  std::int64_t lo_ = 0;   // the ring's first position, once started_
+  bool started_ = false;  // a position was acquired (lo_ is set by the first one)
+  std::int32_t live_ = 0;
+  std::int32_t old_live_ = 0;
+  std::int32_t dead_ = 0;
   std::int32_t peak_ = 0;
 };
 

@@ -152,13 +152,41 @@ class importance_tracker {
  private:
   static constexpr std::int32_t block = 256;  // cells per block: ~3 KiB of working set
 
+  /// The speakers of a block of cells: the store's own array.
+  struct own_speakers {
+    const std::int32_t* speaker;
+    const std::int32_t* operator()(std::int32_t first, std::int32_t) noexcept {
+      return speaker + first;
+    }
+  };
+  /// The speakers of a block of cells gathered from the store's shared frame table; with one
+  /// speaker every id is 0 and accumulate_speakers() reads only the first.
+  struct shared_speakers {
+    const cell_store& store;
+    std::int32_t num_speakers;
+    std::int32_t gathered[block];
+    const std::int32_t* operator()(std::int32_t first, std::int32_t len) noexcept {
+      if (num_speakers > 1) {
+        store.gather_speakers(first, len, gathered);
+      } else {
+        gathered[0] = 0;
+      }
+      return gathered;
+    }
+  };
+
   bool observe_rows(const float* attention, std::int32_t group_size, std::int32_t n,
                     gqa_reduce mode, const cell_store& store) {
-    // Speakers per cell: the store's array, or a block gathered from its shared frame table.
-    // With one speaker every id is 0 and accumulate_speakers() reads only the first.
-    const std::int32_t* speaker = store.shares_frames() ? nullptr : store.speaker();
-    std::int32_t gathered[block];
-    gathered[0] = 0;
+    if (!store.shares_frames()) {
+      return observe_blocks(attention, group_size, n, mode, own_speakers{store.speaker()});
+    }
+    shared_speakers speakers{store, num_speakers_, {}};
+    return observe_blocks(attention, group_size, n, mode, speakers);
+  }
+
+  template <class Speakers>
+  bool observe_blocks(const float* attention, std::int32_t group_size, std::int32_t n,
+                      gqa_reduce mode, Speakers&& speakers_of) {
     for (std::int32_t s = 0; s < num_speakers_; ++s) {
       speaker_sum_[s] = 0.0;
       speaker_count_[s] = 0;
@@ -194,8 +222,7 @@ class importance_tracker {
         imp[k] = core::importance_update(imp[k], row[k], alpha);
         flag[k] = static_cast<std::uint8_t>(flag[k] | (row[k] * cells >= share));
       }
-      if (speaker == nullptr && num_speakers_ > 1) store.gather_speakers(first, len, gathered);
-      accumulate_speakers(imp, speaker != nullptr ? speaker + first : gathered, len);
+      accumulate_speakers(imp, speakers_of(first, len), len);
     }
     bool reset = false;
     if (n >= drift_window_) {

@@ -235,21 +235,25 @@ class tiered_cache final : public eviction_policy {
   }
 
   /// Holds the frame metadata (speaker, voice, flags, prior) of this cache's cells in `table`,
-  /// shared with the other caches of the sequence attached to it, instead of per cell: the
-  /// cache then keeps 14 bytes per cell of capacity (position, tier, row index, importance,
-  /// evaluation flag) instead of 23, and the table one row per frame some attached cache
-  /// holds. Everything the cache computes is bit-identical either way, and snapshots are the
-  /// same bytes. The cells already cached move into the table; a cache that already shares
+  /// shared by position with the other caches of the sequence attached to it, instead of per
+  /// cell: the cache then keeps 10 bytes per cell of capacity (position, tier, importance,
+  /// evaluation flag) instead of 23, and the table one row per frame position some attached
+  /// cache holds. Everything the cache computes is bit-identical either way, and snapshots are
+  /// the same bytes. The cells already cached move into the table; a cache that already shares
   /// keeps its table (a null `table` changes nothing). A copy of the cache shares the same
-  /// table.
+  /// table. Every cache of a sequence must append the same frames: append() and restore()
+  /// reject a frame whose metadata differs from what the table holds at its position.
   ///
   /// Allocates (call it at admission). Afterwards append(), apply() and restore() allocate only
-  /// when the table has no free row left (frame_table::reserve() it for the union of the
-  /// caches' cells to keep decode steps allocation-free); reset() and destruction release
-  /// the rows. Threads: the caches attached to one table write it in append, apply, reset,
-  /// restore and destruction, so while one of them runs such a call no other call of any of
-  /// them may run.
-  void share_frames(std::shared_ptr<frame_table> table) { store_.share_frames(std::move(table)); }
+  /// when the cells older than the table's ring outgrow its reserve (frame_table::reserve_old);
+  /// reset() and destruction release the positions. Threads: the caches attached to one table
+  /// write it in append, apply, reset, restore and destruction, so while one of them runs such
+  /// a call no other call of any of them may run.
+  /// @throws audiokv::error naming "table" when a cached cell's metadata differs from what
+  ///         `table` holds at its position; nothing changes then.
+  void share_frames(std::shared_ptr<frame_table> table) {
+    store_.share_frames("tiered_cache::share_frames", std::move(table));
+  }
   /// The shared frame table (null while the metadata is held per cell).
   const std::shared_ptr<frame_table>& frames() const noexcept { return store_.frames(); }
 

@@ -5,6 +5,7 @@
 /// arrays by a plan.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -193,47 +194,48 @@ class cache_identity {
   std::uint64_t id_;
 };
 
-/// @brief The rows of a shared frame_table that one cache holds, one per cell: released when
-/// the holder is destroyed, retained once more by a copy (another cache with the same cells),
-/// handed over by a move.
-class table_rows {
+/// @brief The positions of a cache's cells and, once shared, the references they hold in a
+/// frame_table: released when the holder is destroyed, retained once more by a copy (another
+/// cache with the same cells), handed over by a move.
+class cell_positions {
  public:
-  table_rows() = default;
-  table_rows(const table_rows& other) : table_(other.table_), row_(other.row_), held_(other.held_) {
-    for (std::int32_t j = 0; j < held_; ++j) table_->retain(row_[j]);
+  cell_positions() = default;
+  cell_positions(const cell_positions& other)
+      : table_(other.table_), pos_(other.pos_), held_(other.held_) {
+    for (std::int32_t j = 0; j < held_; ++j) table_->retain(pos_[j]);
   }
-  table_rows(table_rows&& other) noexcept
-      : table_(std::move(other.table_)), row_(std::move(other.row_)), held_(other.held_) {
+  cell_positions(cell_positions&& other) noexcept
+      : table_(std::move(other.table_)), pos_(std::move(other.pos_)), held_(other.held_) {
     other.held_ = 0;
   }
-  table_rows& operator=(const table_rows& other) {
+  cell_positions& operator=(const cell_positions& other) {
     if (this != &other) {
-      table_rows copy(other);
+      cell_positions copy(other);
       *this = std::move(copy);
     }
     return *this;
   }
-  table_rows& operator=(table_rows&& other) noexcept {
+  cell_positions& operator=(cell_positions&& other) noexcept {
     if (this != &other) {
       release_all();
       table_ = std::move(other.table_);
-      row_ = std::move(other.row_);
+      pos_ = std::move(other.pos_);
       held_ = other.held_;
       other.held_ = 0;
     }
     return *this;
   }
-  ~table_rows() { release_all(); }
+  ~cell_positions() { release_all(); }
 
-  /// Releases every held row (the cells are gone).
+  /// Releases every held position (the cells are gone).
   void release_all() noexcept {
-    for (std::int32_t j = 0; j < held_; ++j) table_->release(row_[j]);
+    for (std::int32_t j = 0; j < held_; ++j) table_->release(pos_[j]);
     held_ = 0;
   }
 
   std::shared_ptr<frame_table> table_;  // null: the cache holds its metadata itself
-  std::vector<std::uint32_t> row_;      // [capacity] row of each cell
-  std::int32_t held_ = 0;               // rows [0, held_) are references held (== cells)
+  std::vector<std::int32_t> pos_;       // [capacity] logical positions, ascending in [0, size)
+  std::int32_t held_ = 0;               // positions [0, held_) are held in table_ (== cells)
 };
 
 /// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front (and
@@ -242,7 +244,7 @@ class table_rows {
 ///
 /// Frame metadata (speaker, voice, flags, prior) is held per cell by default (17 bytes with
 /// the position); after share_frames() it lives in a frame_table shared by the caches of a
-/// sequence and each cell holds a 4-byte row index beside its position and tier. Readers use
+/// sequence, found by position, and each cell holds only its position and tier. Readers use
 /// speaker_of(j), voice_of(j), flags_of(j), prior_of(j) in either mode; the array accessors
 /// speaker(), voice(), flags(), prior() exist only while the metadata is held per cell
 /// (nullptr after share_frames()).
@@ -251,7 +253,7 @@ class cell_store {
   cell_store() = default;
   cell_store(std::int32_t capacity, std::int32_t num_speakers)
       : capacity_(capacity), num_speakers_(num_speakers) {
-    pos_.resize(capacity);
+    cells_.pos_.resize(capacity);
     speaker_.resize(capacity);
     voice_.resize(capacity);
     flags_.resize(capacity);
@@ -266,10 +268,8 @@ class cell_store {
   /// std::bad_alloc part-way leaves the observable state as it was.
   void reserve(std::int32_t new_capacity) {
     if (new_capacity <= capacity_) return;
-    pos_.resize(new_capacity);
-    if (rows_.table_) {
-      rows_.row_.resize(new_capacity);
-    } else {
+    cells_.pos_.resize(new_capacity);
+    if (!cells_.table_) {
       speaker_.resize(new_capacity);
       voice_.resize(new_capacity);
       flags_.resize(new_capacity);
@@ -282,63 +282,64 @@ class cell_store {
   /// Drops every cell and the position history, as after construction; capacity, speaker count
   /// and identity stay, and the generation advances, so plans made before are stale.
   void reset() noexcept {
-    rows_.release_all();
+    cells_.release_all();
     size_ = 0;
     newest_pos_ = 0;
     has_frames_ = false;
     ++generation_;
   }
 
-  /// Moves the metadata of the cells into `table` (one row each, shared with the other caches
-  /// holding the same frames) and frees the per-cell arrays; later cells go there too. Once
-  /// per store: a store that already shares keeps its table.
-  /// Allocates (the row index, and table rows when it has too few free).
-  void share_frames(std::shared_ptr<frame_table> table) {
-    if (rows_.table_ || !table) return;
-    std::vector<std::uint32_t> row(static_cast<std::size_t>(capacity_));
-    table->ensure_free(size_);  // the acquire() calls below then cannot throw
-    table_rows held;
-    held.table_ = std::move(table);
+  /// Moves the metadata of the cells into `table` (one row per position, shared with the
+  /// other caches holding the same frames) and frees the per-cell arrays; later cells go there
+  /// too. Once per store: a store that already shares keeps its table. Allocates (rows below
+  /// the table's ring when its reserve is short).
+  /// @throws audiokv::error naming `where` and "table" when a cell's metadata differs from
+  ///         what the table holds at its position; nothing changes then.
+  void share_frames(const char* where, std::shared_ptr<frame_table> table) {
+    if (cells_.table_ || !table) return;
     for (std::int32_t j = 0; j < size_; ++j) {
-      row[j] =
-          held.table_->acquire(frame_meta{pos_[j], speaker_[j], voice_[j], flags_[j], prior_[j]});
-      held.held_ = j + 1;
+      AUDIOKV_REQUIRE(table->agrees(frame_of(j)), where, "table", cells_.pos_[j],
+                      "holds other metadata at this cached position (another sequence's "
+                      "frames?)");
     }
-    held.row_ = std::move(row);
-    rows_ = std::move(held);
+    table->prepare_each(size_, [this](std::int32_t j) { return cells_.pos_[j]; });
+    for (std::int32_t j = 0; j < size_; ++j) table->acquire(frame_of(j));  // cannot throw now
+    cells_.table_ = std::move(table);
+    cells_.held_ = size_;
     std::vector<std::int32_t>().swap(speaker_);
     std::vector<float>().swap(voice_);
     std::vector<std::uint8_t>().swap(flags_);
     std::vector<float>().swap(prior_);
   }
-  /// True after share_frames(): the metadata lives in frame_table().
-  bool shares_frames() const noexcept { return rows_.table_ != nullptr; }
+  /// True after share_frames(): the metadata lives in frames().
+  bool shares_frames() const noexcept { return cells_.table_ != nullptr; }
   /// The shared table (null while the metadata is held per cell).
-  const std::shared_ptr<frame_table>& frames() const noexcept { return rows_.table_; }
-  /// [capacity()] row of each cell in frames() (nullptr while the metadata is held per cell).
-  const std::uint32_t* rows() const noexcept { return rows_.table_ ? rows_.row_.data() : nullptr; }
+  const std::shared_ptr<frame_table>& frames() const noexcept { return cells_.table_; }
 
+  /// The frame of cell j.
+  frame_meta frame_of(std::int32_t j) const noexcept {
+    return cells_.table_ ? cells_.table_->frame(cells_.pos_[j])
+                         : frame_meta{cells_.pos_[j], speaker_[j], voice_[j], flags_[j], prior_[j]};
+  }
   /// Speaker of cell j.
   std::int32_t speaker_of(std::int32_t j) const noexcept {
-    return rows_.table_ ? rows_.table_->speaker(rows_.row_[j]) : speaker_[j];
+    return cells_.table_ ? cells_.table_->speaker(cells_.pos_[j]) : speaker_[j];
   }
   /// Voice activity of cell j.
   float voice_of(std::int32_t j) const noexcept {
-    return rows_.table_ ? rows_.table_->voice(rows_.row_[j]) : voice_[j];
+    return cells_.table_ ? cells_.table_->voice(cells_.pos_[j]) : voice_[j];
   }
   /// Flags of cell j.
   std::uint8_t flags_of(std::int32_t j) const noexcept {
-    return rows_.table_ ? rows_.table_->flags(rows_.row_[j]) : flags_[j];
+    return cells_.table_ ? cells_.table_->flags(cells_.pos_[j]) : flags_[j];
   }
   /// Prior of cell j.
   float prior_of(std::int32_t j) const noexcept {
-    return rows_.table_ ? rows_.table_->prior(rows_.row_[j]) : prior_[j];
+    return cells_.table_ ? cells_.table_->prior(cells_.pos_[j]) : prior_[j];
   }
-  /// Speakers of cells [first, first + count) into out[0, count).
+  /// Speakers of cells [first, first + count) into out[0, count) (after share_frames()).
   void gather_speakers(std::int32_t first, std::int32_t count, std::int32_t* out) const noexcept {
-    const frame_table& t = *rows_.table_;
-    const std::uint32_t* row = rows_.row_.data() + first;
-    for (std::int32_t k = 0; k < count; ++k) out[k] = t.speaker(row[k]);
+    cells_.table_->gather_speakers(cells_.pos_.data() + first, count, out);
   }
 
   std::int32_t size() const noexcept { return size_; }
@@ -351,7 +352,7 @@ class cell_store {
   std::int32_t newest_pos() const noexcept { return newest_pos_; }
   bool has_frames() const noexcept { return has_frames_; }
 
-  const std::int32_t* pos() const noexcept { return pos_.data(); }
+  const std::int32_t* pos() const noexcept { return cells_.pos_.data(); }
   const std::int32_t* speaker() const noexcept { return speaker_.data(); }
   const float* voice() const noexcept { return voice_.data(); }
   const std::uint8_t* flags() const noexcept { return flags_.data(); }
@@ -380,6 +381,10 @@ class cell_store {
                       indexed("frames", i) + ".voice", f.voice, "must be in [0, 1]");
       AUDIOKV_REQUIRE(std::isfinite(f.prior), where, indexed("frames", i) + ".prior", f.prior,
                       "must be finite");
+      AUDIOKV_REQUIRE(!cells_.table_ || cells_.table_->agrees(f), where, indexed("frames", i),
+                      f.pos,
+                      "differs from the frame the sequence's shared frame table holds at this "
+                      "position (every cache of a sequence appends the same frames)");
       previous = f.pos;
     }
   }
@@ -430,17 +435,14 @@ class cell_store {
   /// nothing changed).
   template <class EntryTier>
   void append(const frame_meta* frames, std::int32_t count, EntryTier entry_tier) {
-    if (rows_.table_) {
-      rows_.table_->ensure_free(count);
-      for (std::int32_t i = 0; i < count; ++i) {
-        rows_.row_[size_ + i] = rows_.table_->acquire(frames[i]);
-        rows_.held_ = size_ + i + 1;
-      }
+    if (cells_.table_) {
+      cells_.table_->prepare(frames, count);  // the acquire() calls below then cannot throw
+      for (std::int32_t i = 0; i < count; ++i) cells_.table_->acquire(frames[i]);
     }
     for (std::int32_t i = 0; i < count; ++i) {
       const std::int32_t slot = size_ + i;
-      pos_[slot] = frames[i].pos;
-      if (!rows_.table_) {
+      cells_.pos_[slot] = frames[i].pos;
+      if (!cells_.table_) {
         speaker_[slot] = frames[i].speaker;
         voice_[slot] = frames[i].voice;
         flags_[slot] = frames[i].flags;
@@ -449,6 +451,7 @@ class cell_store {
       tier_[slot] = entry_tier(frames[i]);
     }
     size_ += count;
+    if (cells_.table_) cells_.held_ = size_;
     if (count > 0) {
       has_frames_ = true;
       newest_pos_ = frames[count - 1].pos;
@@ -554,7 +557,7 @@ class cell_store {
     w.i32(newest_pos_);
     w.u8(has_frames_ ? 1 : 0);
     w.u64(generation_);
-    for (std::int32_t j = 0; j < size_; ++j) w.i32(pos_[j]);
+    for (std::int32_t j = 0; j < size_; ++j) w.i32(cells_.pos_[j]);
     for (std::int32_t j = 0; j < size_; ++j) w.i32(speaker_of(j));
     for (std::int32_t j = 0; j < size_; ++j) w.f32(voice_of(j));
     for (std::int32_t j = 0; j < size_; ++j) w.u8(flags_of(j));
@@ -574,14 +577,25 @@ class cell_store {
     const std::uint64_t generation = r.u64();
     r.check(n == 0 || has_frames, n, "num_cells", "must be 0 when no frame was appended");
     const std::byte* arrays = r.here();  // pos, speaker, voice, flags, prior: n values each
-    const bool per_cell = commit && !rows_.table_;
+    // Cell j's value in the array that starts at n * offset bytes and holds `width` bytes each.
+    const auto value = [&](std::size_t offset, std::size_t width, std::int32_t j) {
+      return snapshot_reader(r.where(), arrays + static_cast<std::size_t>(n) * offset +
+                                            static_cast<std::size_t>(j) * width);
+    };
+    const bool per_cell = commit && !cells_.table_;
+    if (commit && cells_.table_) {
+      // Room first (a std::bad_alloc here changes nothing), then the cells' old positions are
+      // released before the snapshot's overwrite them.
+      cells_.table_->prepare_each(n, [&](std::int32_t j) { return value(0, 4, j).i32(); });
+      cells_.release_all();
+    }
     std::int64_t previous = INT64_MIN;
     for (std::int32_t j = 0; j < n; ++j) {
       const std::int32_t p = r.i32();
       r.check(p > previous && p <= newest, p, "pos", j,
               "must exceed the previous cell's position and not exceed newest_pos");
       previous = p;
-      if (commit) pos_[j] = p;
+      if (commit) cells_.pos_[j] = p;
     }
     for (std::int32_t j = 0; j < n; ++j) {
       const std::int32_t s = r.i32();
@@ -612,24 +626,24 @@ class cell_store {
               "must be 0 (buffer), 1 (base) or 2 (emergency)");
       if (commit) tier_[j] = static_cast<pool_tier>(t);
     }
-    if (commit && rows_.table_) {
-      // The checked metadata again, one frame per cell, into the shared table.
-      const auto at = [&](std::size_t bytes_per_value) {
-        return snapshot_reader(r.where(), arrays + static_cast<std::size_t>(n) * bytes_per_value);
-      };
-      snapshot_reader p = at(0), sp = at(4), vo = at(8), fl = at(12), pr = at(13);
-      rows_.table_->ensure_free(n);  // a std::bad_alloc here changes nothing
-      rows_.release_all();
+    if (cells_.table_) {
+      // The checked metadata again, one frame per cell: it must agree with what the table
+      // holds for the sequence's other caches (positions only this cache holds are replaced).
+      frame_table& table = *cells_.table_;
+      const std::int32_t* own = cells_.pos_.data();
       for (std::int32_t j = 0; j < n; ++j) {
-        frame_meta f;
-        f.pos = p.i32();
-        f.speaker = sp.i32();
-        f.voice = vo.f32();
-        f.flags = fl.u8();
-        f.prior = pr.f32();
-        rows_.row_[j] = rows_.table_->acquire(f);
-        rows_.held_ = j + 1;
+        const frame_meta f{value(0, 4, j).i32(), value(4, 4, j).i32(), value(8, 4, j).f32(),
+                           value(12, 1, j).u8(), value(13, 4, j).f32()};
+        if (commit) {
+          table.acquire(f);  // room prepared above: cannot throw
+          continue;
+        }
+        const bool only_mine =
+            table.references(f.pos) == 1 && std::binary_search(own, own + size_, f.pos);
+        r.check(only_mine || table.agrees(f), f.pos, "pos", j,
+                "is a frame the sequence's shared frame table holds with other metadata");
       }
+      if (commit) cells_.held_ = n;
     }
     if (commit) {
       size_ = n;
@@ -643,12 +657,12 @@ class cell_store {
   void apply(const eviction_plan& plan) {
     for (const std::int32_t slot : plan.promote) tier_[slot] = pool_tier::base;
     for (const std::int32_t slot : plan.demote) tier_[slot] = pool_tier::buffer;
-    compact_array(pos_, plan);
-    if (rows_.table_) {
-      for (const std::int32_t slot : plan.evict) rows_.table_->release(rows_.row_[slot]);
-      compact_array(rows_.row_, plan);
-      rows_.held_ = plan.n_kv_after;
-    } else {
+    if (cells_.table_) {
+      for (const std::int32_t slot : plan.evict) cells_.table_->release(cells_.pos_[slot]);
+      cells_.held_ = plan.n_kv_after;
+    }
+    compact_array(cells_.pos_, plan);
+    if (!cells_.table_) {
       compact_array(speaker_, plan);
       compact_array(voice_, plan);
       compact_array(flags_, plan);
@@ -660,13 +674,12 @@ class cell_store {
   }
 
  private:
-  std::vector<std::int32_t> pos_;      // [capacity] logical positions, ascending in [0, size)
   std::vector<std::int32_t> speaker_;  // [capacity] per cell, or empty after share_frames()
   std::vector<float> voice_;           // [capacity] per cell, or empty after share_frames()
   std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits, or empty when shared
   std::vector<float> prior_;           // [capacity] per cell, or empty after share_frames()
   std::vector<pool_tier> tier_;        // [capacity]
-  table_rows rows_;                    // shared metadata rows (share_frames), else empty
+  cell_positions cells_;               // positions, and their references once shared
   std::int32_t capacity_ = 0;
   std::int32_t num_speakers_ = 1;
   std::int32_t size_ = 0;
