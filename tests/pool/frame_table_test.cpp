@@ -279,6 +279,52 @@ TEST(SharedFrames, SnapshotsEqualPerCellCachesStepByStepAndRestoreAcrossModes) {
   EXPECT_EQ(table->live_rows(), static_cast<std::int32_t>(held.size()));
 }
 
+TEST(SharedFrames, SparseNegativeAndJumpingPositionsThroughATinyRing) {
+  // Positions from -5000 in steps of 37 with jumps of 100,000: a ring of 8 positions is
+  // passed by nearly every frame, so almost every cell lives below it; the shared cache still
+  // plans and snapshots exactly like one holding its metadata per cell.
+  audiokv_config config;
+  config.budget = 100;
+  config.num_speakers = 2;
+  auto table = std::make_shared<frame_table>(8);
+  tiered_cache<> alone(config), shared(config), other(config);
+  shared.share_frames(table);
+  other.share_frames(table);
+  test::speech_stream stream(5, 2);
+  eviction_plan p1, p2;
+  std::vector<float> attention(static_cast<std::size_t>(alone.capacity()));
+  std::int32_t pos = -5000;
+  for (std::int32_t step = 0; step < 3000; ++step) {
+    frame_meta f = varied_frame(stream, step);
+    pos += 37 + (step % 500 == 499 ? 100000 : 0);
+    f.pos = pos;
+    for (tiered_cache<>* c : {&alone, &shared, &other}) c->append(&f, 1);
+    for (tiered_cache<>* c : {&alone, &shared, &other}) {
+      const std::int32_t n = c->num_cells();
+      const std::int32_t salt = c == &other ? 7 : 3;
+      for (std::int32_t j = 0; j < n; ++j) {
+        attention[j] = 1.0f / static_cast<float>(1 + ((j * salt + step) % 19));
+      }
+      c->observe(attention.data(), n);
+    }
+    if (other.wants_eviction()) {
+      other.plan(p2);
+      other.apply(p2);
+    }
+    if (!alone.wants_eviction()) continue;
+    alone.plan(p1);
+    shared.plan(p2);
+    ASSERT_EQ(p1.move_to, p2.move_to) << "step " << step;
+    alone.apply(p1);
+    shared.apply(p2);
+  }
+  EXPECT_EQ(snapshot_of(alone), snapshot_of(shared));
+  EXPECT_GT(table->old_rows(), 0);
+  std::set<std::int32_t> held(shared.positions(), shared.positions() + shared.num_cells());
+  held.insert(other.positions(), other.positions() + other.num_cells());
+  EXPECT_EQ(table->live_rows(), static_cast<std::int32_t>(held.size()));
+}
+
 TEST(SharedFrames, CopiesResetAndDestructionReturnEveryRow) {
   audiokv_config config;
   config.budget = 200;
