@@ -53,7 +53,8 @@ struct audiokv_stats {
 ///
 /// Memory: every array is sized from config.capacity in the constructor and grows only in
 /// reserve() (which prefetch() calls when config.prefetch.enabled); append, observe, plan (into
-/// a plan reserved for capacity()) and apply never allocate.
+/// a plan reserved for capacity()) and apply never allocate (with a shared frame table, see
+/// share_frames() for when they may).
 ///
 /// Threads: every const member only reads the cache. plan() and plan_to() keep their working
 /// memory in the eviction_plan they fill, so several threads may plan at once on one cache,
