@@ -17,11 +17,14 @@
 namespace audiokv::detail {
 
 /// Gathers the slots j in [0, n) with pred(j) into `order` (ascending); returns their count.
+/// Without a branch on pred (tiers and levels interleave unpredictably): every slot is written
+/// at order[count], which is at most j, and kept by advancing count.
 template <class Pred>
 std::int32_t gather_slots(std::int32_t n, std::int32_t* order, Pred pred) {
   std::int32_t count = 0;
   for (std::int32_t j = 0; j < n; ++j) {
-    if (pred(j)) order[count++] = j;
+    order[count] = j;
+    count += pred(j) ? 1 : 0;
   }
   return count;
 }

@@ -150,11 +150,19 @@ class snapshot_reader {
 };
 
 /// Compacts one per-cell array by a plan's move map (kept entries keep their order).
+/// @pre the map is stable (validate_plan): a kept entry's target is the count of kept entries
+/// before it, so each entry is copied to that count without a branch (an evicted one is
+/// overwritten by the next kept entry, or lands past the kept cells). The count, the map and
+/// the data are locals: a store through a byte-typed array could alias them.
 template <class T>
 void compact_array(std::vector<T>& values, const eviction_plan& plan) {
-  for (std::int32_t i = 0; i < plan.n_kv_before; ++i) {
-    const std::int32_t to = plan.move_to[i];
-    if (to != core::evicted_slot && to != i) values[to] = values[i];
+  T* data = values.data();
+  const std::int32_t* move_to = plan.move_to.data();
+  const std::int32_t n = plan.n_kv_before;
+  std::int32_t kept = 0;
+  for (std::int32_t i = 0; i < n; ++i) {
+    data[kept] = data[i];
+    kept += move_to[i] != core::evicted_slot ? 1 : 0;
   }
 }
 

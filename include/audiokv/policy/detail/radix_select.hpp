@@ -17,7 +17,6 @@ namespace audiokv::detail {
 inline void radix_select_lowest(const float* score, const std::int32_t* slots, std::int32_t n,
                                 std::int32_t k, std::uint32_t* bits, std::uint8_t* mask) {
   if (k <= 0) return;
-  for (std::int32_t i = 0; i < n; ++i) bits[i] = core::ordered_score_bits(score[slots[i]]);
   constexpr int shifts[3] = {21, 10, 0};
   constexpr int widths[3] = {11, 11, 10};
   std::uint32_t prefix = 0, prefix_mask = 0;
@@ -25,8 +24,19 @@ inline void radix_select_lowest(const float* score, const std::int32_t* slots, s
   for (int digit = 0; digit < 3; ++digit) {
     std::int32_t histogram[1 << 11] = {};
     const std::uint32_t digit_mask = (1u << widths[digit]) - 1u;
-    for (std::int32_t i = 0; i < n; ++i) {
-      if ((bits[i] & prefix_mask) == prefix) ++histogram[(bits[i] >> shifts[digit]) & digit_mask];
+    if (digit == 0) {
+      // The keys and the first digit's histogram in one pass.
+      for (std::int32_t i = 0; i < n; ++i) {
+        bits[i] = core::ordered_score_bits(score[slots[i]]);
+        ++histogram[bits[i] >> shifts[0]];
+      }
+    } else {
+      // Counted without a branch: the scores crowd into few buckets of the first digits, so
+      // whether a key shares the prefix is unpredictable.
+      for (std::int32_t i = 0; i < n; ++i) {
+        histogram[(bits[i] >> shifts[digit]) & digit_mask] +=
+            static_cast<std::int32_t>((bits[i] & prefix_mask) == prefix);
+      }
     }
     std::uint32_t bucket = 0;
     for (; histogram[bucket] < remaining; ++bucket) remaining -= histogram[bucket];
@@ -34,8 +44,13 @@ inline void radix_select_lowest(const float* score, const std::int32_t* slots, s
     prefix_mask |= digit_mask << shifts[digit];
   }
   // Every cell below the threshold goes; `remaining` cells equal to it go, earliest first.
+  // Branch-free (a promotion rejects about as many contenders as it keeps): every entry's mask
+  // byte is or-ed with whether it goes.
   for (std::int32_t i = 0; i < n; ++i) {
-    if (bits[i] < prefix || (bits[i] == prefix && remaining-- > 0)) mask[slots[i]] = 1;
+    const bool tie = bits[i] == prefix;
+    const bool take = (bits[i] < prefix) | (tie & (remaining > 0));
+    remaining -= static_cast<std::int32_t>(tie);
+    mask[slots[i]] = static_cast<std::uint8_t>(mask[slots[i]] | static_cast<std::uint8_t>(take));
   }
 }
 
