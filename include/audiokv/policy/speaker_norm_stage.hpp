@@ -32,6 +32,13 @@ struct speaker_norm_stage {
       for (std::int32_t j = 0; j < n; ++j) out[j] = in[j];
       return;
     }
+    if (ctx.num_speakers == 1) {
+      // Every id is 0 (ids lie in [0, num_speakers)): one divisor, and the same division per
+      // cell, which vectorises.
+      const float divisor = core::max_of(ctx.speaker_baseline[0], floor);
+      for (std::int32_t j = 0; j < n; ++j) out[j] = in[j] / divisor;
+      return;
+    }
     for (std::int32_t j = 0; j < n; ++j) {
       out[j] = in[j] / core::max_of(ctx.speaker_baseline[ctx.speaker[j]], floor);
     }

@@ -191,6 +191,25 @@ class planner {
       input = final_scores;
     }
     pipeline_.apply(input, w.smoothed, w.pipeline, n, ctx);
+    if (!store_.shares_frames()) {
+      // The same formula over the store's arrays, with the prior mode hoisted: it vectorises.
+      const float* smoothed = w.smoothed;
+      const float* voice = store_.voice();
+      const float* prior = store_.prior();
+      const float voice_weight = config_.voice_weight;
+      const auto finish = [&](auto combine) {
+        for (std::int32_t j = 0; j < n; ++j) {
+          const float s = combine(smoothed[j] * (1.0f + voice_weight * voice[j]), prior[j]);
+          final_scores[j] = s == s ? core::clamp_to(s, -FLT_MAX, FLT_MAX) : -FLT_MAX;
+        }
+      };
+      if (config_.prior == prior_mode::add) {
+        finish([](float s, float p) { return s + p; });
+      } else {
+        finish([](float s, float p) { return s * (1.0f + p); });
+      }
+      return;
+    }
     for (std::int32_t j = 0; j < n; ++j) {
       const float prior = store_.prior_of(j);
       float s = w.smoothed[j] * (1.0f + config_.voice_weight * store_.voice_of(j));
