@@ -3,10 +3,11 @@
 // functions on the host, whose values the CPU tests prove against references: median of 5,
 // importance EMA, Holt trend steps, entropy, eviction ratio and count, tie rule,
 // ordered score bits and 64-bit selection keys, compaction targets, int8 scale,
-// quantise and dequantise, GQA reduction, online softmax and the shared-row
-// bias. Integer and bit-exact results must be equal; float arithmetic that nvcc may contract
-// into FMA or that calls the device's logf/expf agrees within tests/cuda/tolerance.hpp.
-// Every test skips without a CUDA device.
+// quantise and dequantise, GQA reduction, online softmax, the shared-row
+// bias and the row copy (every width, threads assigned to rows as the kernels do). Integer and
+// bit-exact results must be equal; float arithmetic that nvcc may contract into FMA or that calls
+// the device's logf/expf agrees within tests/cuda/tolerance.hpp. Every test skips without a CUDA
+// device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include <audiokv/core/median.hpp>
 #include <audiokv/core/online_softmax.hpp>
 #include <audiokv/core/quantize.hpp>
+#include <audiokv/core/row_copy.hpp>
 #include <audiokv/core/selection.hpp>
 #include <audiokv/core/selection_key.hpp>
 #include <audiokv/core/shared_rows.hpp>
@@ -199,6 +201,18 @@ __global__ void shared_rows_kernel(const std::int32_t* multiplicity, const float
   if (i >= n) return;
   bias[i] = core::multiplicity_bias(multiplicity[i]);
   share[i] = core::shared_cell_probability(p[i], multiplicity[i]);
+}
+
+/// Rows r < rows of `bytes` bytes, row_stride apart: dst row r = src row r, each row by
+/// core::row_copy_lanes threads of the grid taken by core::assign_row_lanes.
+__global__ void row_copy_kernel(unsigned char* dst, const unsigned char* src, std::int64_t bytes,
+                                std::int64_t row_stride, std::int64_t rows, int width) {
+  const std::int64_t lanes = core::row_copy_lanes(bytes / width);
+  const core::row_lane_assignment a =
+      core::assign_row_lanes(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                             static_cast<std::int64_t>(gridDim.x) * blockDim.x, lanes);
+  for (std::int64_t r = a.first; r < rows; r += a.step)
+    core::copy_row(dst + r * row_stride, src + r * row_stride, bytes, width, a.lane, lanes);
 }
 
 // ---- tests ----
@@ -433,6 +447,32 @@ TEST(CudaCore, OnlineSoftmaxAndSharedRowBiasMatchHost) {
     ASSERT_EQ(share[i], core::shared_cell_probability(p[i], multiplicity[i])) << i;
   }
   EXPECT_EQ(bias[0], 0.0f);  // ln 1
+}
+
+TEST(CudaCore, RowCopyIsByteExactForEveryWidth) {
+  REQUIRE_DEVICE();
+  // (row bytes, offset of both buffers from a 256-byte boundary): widths 16, 8, 4 and 1.
+  const std::int64_t cases[][2] = {{256, 0},  {24576, 0}, {24, 0},   {256, 8}, {12, 0},
+                                   {3072, 4}, {2, 0},     {1027, 0}, {256, 1}};
+  const int expected_width[] = {16, 16, 8, 8, 4, 4, 1, 1, 1};
+  for (int c = 0; c < 9; ++c) {
+    const std::int64_t bytes = cases[c][0], offset = cases[c][1], rows = 37;
+    const std::int64_t stride = bytes + 16 - bytes % 16;  // keeps the row's own alignment
+    const std::size_t total = static_cast<std::size_t>(rows * stride + 256);
+    std::vector<unsigned char> host(total);
+    for (std::size_t i = 0; i < total; ++i) host[i] = static_cast<unsigned char>(i * 131u + 7u);
+    dbuf<unsigned char> src(host), dst(std::vector<unsigned char>(total, 0xEE));
+    const int width = core::row_copy_width(bytes, dst.p + offset, src.p + offset, stride);
+    ASSERT_EQ(width, expected_width[c]) << bytes << " bytes at offset " << offset;
+    row_copy_kernel<<<3, 256>>>(dst.p + offset, src.p + offset, bytes, stride, rows, width);
+    ASSERT_TRUE(launched());
+    const auto out = dst.down();
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(total); ++i) {
+      const std::int64_t in_row = (i - offset) % stride;
+      const bool copied = i >= offset && i < offset + rows * stride && in_row < bytes;
+      ASSERT_EQ(out[i], copied ? host[i] : 0xEE) << bytes << " bytes, byte " << i;
+    }
+  }
 }
 
 }  // namespace

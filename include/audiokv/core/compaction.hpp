@@ -6,9 +6,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "../config.hpp"
+#include "row_copy.hpp"
 
 namespace audiokv::core {
 
@@ -20,14 +20,14 @@ AUDIOKV_HOST_DEVICE std::int32_t compaction_target(bool kept, std::int32_t kept_
   return kept ? kept_before : evicted_slot;
 }
 
-/// Copies one row of `bytes` bytes from slot `from` to slot `to` (row_stride bytes apart).
-/// A no-op when the slots are equal; otherwise the rows never overlap.
+/// Copies one row of `bytes` bytes from slot `from` to slot `to` (row_stride bytes apart) by
+/// the row copy (core/row_copy.hpp), one thread. A no-op when the slots are equal; otherwise
+/// the rows do not overlap (bytes <= row_stride), or to < from.
 AUDIOKV_HOST_DEVICE void move_row(unsigned char* base, std::int64_t row_stride, std::int64_t bytes,
                                   std::int32_t from, std::int32_t to) {
   if (from == to) return;
-  unsigned char* dst = base + static_cast<std::int64_t>(to) * row_stride;
-  const unsigned char* src = base + static_cast<std::int64_t>(from) * row_stride;
-  for (std::int64_t b = 0; b < bytes; ++b) dst[b] = src[b];
+  copy_row(base + static_cast<std::int64_t>(to) * row_stride,
+           base + static_cast<std::int64_t>(from) * row_stride, bytes);
 }
 
 }  // namespace audiokv::core

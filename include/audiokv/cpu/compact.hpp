@@ -7,10 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "../core/compaction.hpp"
 #include "../core/kv_view.hpp"
+#include "../core/row_copy.hpp"
 #include "../error.hpp"
 #include "../pool/slot_map.hpp"
 #include "../types/eviction_plan.hpp"
@@ -45,8 +45,9 @@ void validate_hole_fill(const char* where, const kv_view<T, Layout>& kv,
 template <class T, class Layout>
 void move_head_row(const kv_view<T, Layout>& kv, std::int32_t head, std::int32_t from,
                    std::int32_t to) {
-  if (kv.mapping().dim_stride() == 1) {
-    std::memmove(kv.row(to, head), kv.row(from, head), sizeof(T) * kv.head_dim());
+  if (kv.mapping().dim_stride() == 1) {  // a contiguous row: the row copy (to < from)
+    core::copy_row(kv.row(to, head), kv.row(from, head),
+                   static_cast<std::int64_t>(sizeof(T)) * kv.head_dim());
   } else {
     for (std::int32_t d = 0; d < kv.head_dim(); ++d) kv(to, head, d) = kv(from, head, d);
   }

@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "../core/paged.hpp"
+#include "../core/row_copy.hpp"
 #include "../error.hpp"
 #include "../pool/slot_map.hpp"
 #include "../span.hpp"
@@ -343,19 +343,19 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
   }
 }
 
-/// @brief Executes the moves on one paged K or V pool, byte for byte, every head.
-/// Strides are in bytes; a row is row_bytes long. Never allocates.
+/// @brief Executes the moves on one paged K or V pool, byte for byte, every head, in list order
+/// (core::copy_row per row). Strides are in bytes; a row is row_bytes long. Never allocates.
 inline void apply_paged_moves(unsigned char* pool, std::int64_t page_stride_bytes,
                               std::int64_t entry_stride_bytes, std::int64_t head_stride_bytes,
                               std::int32_t num_heads, std::int64_t row_bytes,
                               span<const paged_row_move> moves) {
   for (const paged_row_move& m : moves) {
     for (std::int32_t h = 0; h < num_heads; ++h) {
-      std::memcpy(pool + m.dst_page * page_stride_bytes + m.dst_entry * entry_stride_bytes +
-                      h * head_stride_bytes,
-                  pool + m.src_page * page_stride_bytes + m.src_entry * entry_stride_bytes +
-                      h * head_stride_bytes,
-                  static_cast<std::size_t>(row_bytes));
+      core::copy_row(pool + m.dst_page * page_stride_bytes + m.dst_entry * entry_stride_bytes +
+                         h * head_stride_bytes,
+                     pool + m.src_page * page_stride_bytes + m.src_entry * entry_stride_bytes +
+                         h * head_stride_bytes,
+                     row_bytes);
     }
   }
 }

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// Compaction on the device: keep mask -> move_to through a device-wide exclusive prefix sum
-/// (core::compaction_target), and the byte-exact out-of-place row gather. Also the row mover of
-/// the paged rule, and the hole-filling mode (core/hole_filling.hpp): keep mask -> move list,
-/// and the in-place row copies of that list.
+/// (core::compaction_target), and the byte-exact out-of-place row gather. Also the hole-filling
+/// mode (core/hole_filling.hpp): keep mask -> move list, and the in-place row copies of that
+/// list. Every row is copied by core::copy_row (core/row_copy.hpp).
 #pragma once
 
 #include <cstdint>
 
 #include "../../core/compaction.hpp"
 #include "../../core/hole_filling.hpp"
+#include "../../core/row_copy.hpp"
 #include "../params.cuh"
 
 namespace audiokv::cuda::kernels {
@@ -41,27 +42,27 @@ static __global__ void move_to_kernel(const std::uint8_t* keep, const std::int32
   if (j == num_cells - 1 && n_kv_after != nullptr) n_kv_after[blockIdx.y] = before + (kept ? 1 : 0);
 }
 
-/// Grid-stride over (cell, head, Vec chunk): dst row (move_to[j], h) = src row (j, h).
-/// Vec is uint4, unsigned or unsigned char; the launcher checks the alignment.
-template <class Vec>
+/// Grid-stride over the (cell, head) rows, core::row_copy_lanes threads per row: dst row
+/// (move_to[j], h) = src row (j, h) by core::copy_row in words of `width` bytes (the launch's
+/// core::row_copy_width). Out of place.
 static __global__ void gather_rows_kernel(const unsigned char* src, unsigned char* dst,
-                                          const row_layout layout, const std::int32_t* move_to,
-                                          std::int32_t plan_rows, std::int32_t move_stride,
-                                          std::int32_t num_cells) {
-  const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
-  const std::int64_t total = static_cast<std::int64_t>(num_cells) * layout.num_heads * chunks;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t c = i % chunks;
-    const std::int64_t rh = i / chunks;
+                                          const row_layout layout, int width,
+                                          const std::int32_t* move_to, std::int32_t plan_rows,
+                                          std::int32_t move_stride, std::int32_t num_cells) {
+  const std::int64_t lanes = core::row_copy_lanes(layout.row_bytes / width);
+  const core::row_lane_assignment a =
+      core::assign_row_lanes(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                             static_cast<std::int64_t>(gridDim.x) * blockDim.x, lanes);
+  const std::int64_t rows = static_cast<std::int64_t>(num_cells) * layout.num_heads;
+  for (std::int64_t rh = a.first; rh < rows; rh += a.step) {
     const auto h = static_cast<std::int32_t>(rh % layout.num_heads);
     const auto j = static_cast<std::int32_t>(rh / layout.num_heads);
     const std::int32_t to =
         move_to[static_cast<std::int64_t>(plan_rows == 1 ? 0 : h) * move_stride + j];
     if (to == core::evicted_slot) continue;
-    const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
-    *reinterpret_cast<Vec*>(dst + to * layout.entry_stride + col) =
-        *reinterpret_cast<const Vec*>(src + j * layout.entry_stride + col);
+    const std::int64_t col = h * layout.head_stride;
+    core::copy_row(dst + to * layout.entry_stride + col, src + j * layout.entry_stride + col,
+                   layout.row_bytes, width, a.lane, lanes);
   }
 }
 
@@ -108,50 +109,49 @@ static __global__ void hole_fill_moves_kernel(const std::uint8_t* keep, const st
   }
 }
 
-/// Grid-stride over (move, head, Vec chunk): row (dst[k], h) = row (src[k], h), in place. The
-/// move count is read from device memory (fixed grid). No source is a destination.
-template <class Vec>
-static __global__ void hole_fill_rows_kernel(unsigned char* kv, const row_layout layout,
+/// Grid-stride over the (move, head) rows, core::row_copy_lanes threads per row: row (dst[k], h)
+/// = row (src[k], h) in place by core::copy_row in words of `width` bytes. The move count is
+/// read from device memory (fixed grid). No source is a destination, so the rows are disjoint.
+static __global__ void hole_fill_rows_kernel(unsigned char* kv, const row_layout layout, int width,
                                              const std::int32_t* src, const std::int32_t* dst,
                                              const std::int32_t* num_moves) {
-  const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
-  const std::int64_t total = static_cast<std::int64_t>(*num_moves) * layout.num_heads * chunks;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t c = i % chunks;
-    const std::int64_t mh = i / chunks;
+  const std::int64_t lanes = core::row_copy_lanes(layout.row_bytes / width);
+  const core::row_lane_assignment a =
+      core::assign_row_lanes(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                             static_cast<std::int64_t>(gridDim.x) * blockDim.x, lanes);
+  const std::int64_t rows = static_cast<std::int64_t>(*num_moves) * layout.num_heads;
+  for (std::int64_t mh = a.first; mh < rows; mh += a.step) {
     const auto h = static_cast<std::int32_t>(mh % layout.num_heads);
     const auto k = static_cast<std::int32_t>(mh / layout.num_heads);
-    const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
-    *reinterpret_cast<Vec*>(kv + dst[k] * layout.entry_stride + col) =
-        *reinterpret_cast<const Vec*>(kv + src[k] * layout.entry_stride + col);
+    const std::int64_t col = h * layout.head_stride;
+    core::copy_row(kv + dst[k] * layout.entry_stride + col, kv + src[k] * layout.entry_stride + col,
+                   layout.row_bytes, width, a.lane, lanes);
   }
 }
 
 /// Paged form of hole_fill_rows_kernel: slot s of one sequence is entry s % page_size of page
 /// pages[s / page_size] (its page list, in slot order).
-template <class Vec>
 static __global__ void hole_fill_paged_rows_kernel(unsigned char* pool, const row_layout layout,
-                                                   const std::int32_t* pages,
+                                                   int width, const std::int32_t* pages,
                                                    std::int32_t page_size, const std::int32_t* src,
                                                    const std::int32_t* dst,
                                                    const std::int32_t* num_moves) {
-  const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
-  const std::int64_t total = static_cast<std::int64_t>(*num_moves) * layout.num_heads * chunks;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t c = i % chunks;
-    const std::int64_t mh = i / chunks;
+  const std::int64_t lanes = core::row_copy_lanes(layout.row_bytes / width);
+  const core::row_lane_assignment a =
+      core::assign_row_lanes(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                             static_cast<std::int64_t>(gridDim.x) * blockDim.x, lanes);
+  const std::int64_t rows = static_cast<std::int64_t>(*num_moves) * layout.num_heads;
+  for (std::int64_t mh = a.first; mh < rows; mh += a.step) {
     const auto h = static_cast<std::int32_t>(mh % layout.num_heads);
     const auto k = static_cast<std::int32_t>(mh / layout.num_heads);
-    const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
+    const std::int64_t col = h * layout.head_stride;
     const std::int32_t s = src[k];
     const std::int32_t d = dst[k];
     const std::int64_t from = pages[s / page_size] * layout.page_stride +
                               static_cast<std::int64_t>(s % page_size) * layout.entry_stride;
     const std::int64_t to = pages[d / page_size] * layout.page_stride +
                             static_cast<std::int64_t>(d % page_size) * layout.entry_stride;
-    *reinterpret_cast<Vec*>(pool + to + col) = *reinterpret_cast<const Vec*>(pool + from + col);
+    core::copy_row(pool + to + col, pool + from + col, layout.row_bytes, width, a.lane, lanes);
   }
 }
 

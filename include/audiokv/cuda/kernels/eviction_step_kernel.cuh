@@ -15,6 +15,7 @@
 #include "../../core/gqa.hpp"
 #include "../../core/hole_filling.hpp"
 #include "../../core/importance.hpp"
+#include "../../core/row_copy.hpp"
 #include "../../core/selection_key.hpp"
 #include "../../policy/cell_stage.hpp"
 #include "../../policy/smoothing_pipeline.hpp"
@@ -300,33 +301,32 @@ static __global__ void __launch_bounds__(Threads)
   for (std::int32_t i = threadIdx.x; i < n_after; i += Threads) p.order[b + i] = p.new_order[b + i];
 }
 
-/// Grid (move blocks, rows), grid-stride over (move, Vec chunk): row (dst[m]) = row (src[m]) of
-/// K and V in place, and the slot's importance and position, for m < num_moves[r]. No source
-/// is a destination, so the copies are independent.
-template <class Vec>
+/// Grid (move blocks, rows), grid-stride over the moves m < num_moves[r], core::row_copy_lanes
+/// threads per move: row (dst[m]) = row (src[m]) of K and V in place by core::copy_row in words
+/// of `width` bytes, and lane 0 copies the slot's importance and position. No source is a
+/// destination, so the copies are independent.
 static __global__ void step_hole_fill_rows_kernel(eviction_step_params p, unsigned char* k,
-                                                  unsigned char* v) {
+                                                  unsigned char* v, int width) {
   const std::int32_t r = blockIdx.y;
   if (p.evict_count[r] == 0) return;
   const std::int64_t b = p.base(r);
-  const std::int64_t chunks = p.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
-  const std::int64_t total = static_cast<std::int64_t>(p.num_moves[r]) * chunks;
-  for (std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
-       t += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t m = t / chunks;
-    const std::int64_t c = t % chunks;
+  const std::int64_t lanes = core::row_copy_lanes(p.row_bytes / width);
+  const core::row_lane_assignment a =
+      core::assign_row_lanes(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                             static_cast<std::int64_t>(gridDim.x) * blockDim.x, lanes);
+  const std::int64_t moves = p.num_moves[r];
+  for (std::int64_t m = a.first; m < moves; m += a.step) {
     const std::int32_t from = p.src[b + m];
     const std::int32_t to = p.dst[b + m];
-    const std::int64_t col = c * static_cast<std::int64_t>(sizeof(Vec));
     if (k != nullptr) {
-      *reinterpret_cast<Vec*>(k + (b + to) * p.row_bytes + col) =
-          *reinterpret_cast<const Vec*>(k + (b + from) * p.row_bytes + col);
+      core::copy_row(k + (b + to) * p.row_bytes, k + (b + from) * p.row_bytes, p.row_bytes, width,
+                     a.lane, lanes);
     }
     if (v != nullptr) {
-      *reinterpret_cast<Vec*>(v + (b + to) * p.row_bytes + col) =
-          *reinterpret_cast<const Vec*>(v + (b + from) * p.row_bytes + col);
+      core::copy_row(v + (b + to) * p.row_bytes, v + (b + from) * p.row_bytes, p.row_bytes, width,
+                     a.lane, lanes);
     }
-    if (c == 0) {
+    if (a.lane == 0) {
       p.importance[b + to] = p.importance[b + from];
       p.position[b + to] = p.position[b + from];
     }
@@ -334,13 +334,13 @@ static __global__ void step_hole_fill_rows_kernel(eviction_step_params p, unsign
 }
 
 /// Block per row, stable compaction in place: tiles of `tile` cells in time order (= slot
-/// order) are staged in shared memory, then written to move_logical. A tile's targets are <=
-/// its last cell, below every later tile, and every read of the tile precedes its writes, so no
+/// order) are staged in shared memory, then written to move_logical, core::row_copy_lanes
+/// threads per row by core::copy_row in words of `width` bytes. A tile's targets are <= its
+/// last cell, below every later tile, and every read of the tile precedes its writes, so no
 /// row is overwritten before it is read. Writes the row's copy count to num_moves.
-template <class Vec>
 static __global__ void step_stable_rows_kernel(eviction_step_params p, unsigned char* k,
-                                               unsigned char* v, std::int32_t tile) {
-  extern __shared__ uint4 stable_shared[];
+                                               unsigned char* v, std::int32_t tile, int width) {
+  extern __shared__ core::row_word16 stable_shared[];
   const std::int32_t r = blockIdx.x;
   const std::int32_t n_evict = p.evict_count[r];
   if (n_evict == 0) {
@@ -353,35 +353,37 @@ static __global__ void step_stable_rows_kernel(eviction_step_params p, unsigned 
   if (threadIdx.x == 0) moved = 0;
   const std::int64_t b = p.base(r);
   const std::int32_t live = p.live[r];
-  const std::int64_t chunks = p.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
-  Vec* stage_k = reinterpret_cast<Vec*>(stable_shared);
-  Vec* stage_v = stage_k + tile * chunks;
+  const std::int64_t rb = p.row_bytes;
+  unsigned char* stage_k = reinterpret_cast<unsigned char*>(stable_shared);
+  unsigned char* stage_v = stage_k + tile * rb;
+  const std::int64_t lanes = core::row_copy_lanes(rb / width);
+  const core::row_lane_assignment a = core::assign_row_lanes(threadIdx.x, blockDim.x, lanes);
   __syncthreads();
   for (std::int32_t t0 = 0; t0 < live; t0 += tile) {
     const std::int32_t n = live - t0 < tile ? live - t0 : tile;
-    for (std::int64_t t = threadIdx.x; t < n * chunks; t += blockDim.x) {
-      const auto c = static_cast<std::int32_t>(t / chunks);
-      const std::int32_t i = t0 + c;
+    for (std::int64_t c = a.first; c < n; c += a.step) {
+      const std::int32_t i = t0 + static_cast<std::int32_t>(c);
       const std::int32_t to = p.move_logical[b + i];
       if (to == core::evicted_slot || to == i) continue;
-      const std::int64_t off = (b + i) * p.row_bytes + (t % chunks) * sizeof(Vec);
-      if (k != nullptr) stage_k[t] = *reinterpret_cast<const Vec*>(k + off);
-      if (v != nullptr) stage_v[t] = *reinterpret_cast<const Vec*>(v + off);
-      if (t % chunks == 0) {
+      if (k != nullptr)
+        core::copy_row(stage_k + c * rb, k + (b + i) * rb, rb, width, a.lane, lanes);
+      if (v != nullptr)
+        core::copy_row(stage_v + c * rb, v + (b + i) * rb, rb, width, a.lane, lanes);
+      if (a.lane == 0) {
         tile_importance[c] = p.importance[b + i];
         tile_position[c] = p.position[b + i];
       }
     }
     __syncthreads();
-    for (std::int64_t t = threadIdx.x; t < n * chunks; t += blockDim.x) {
-      const auto c = static_cast<std::int32_t>(t / chunks);
-      const std::int32_t i = t0 + c;
+    for (std::int64_t c = a.first; c < n; c += a.step) {
+      const std::int32_t i = t0 + static_cast<std::int32_t>(c);
       const std::int32_t to = p.move_logical[b + i];
       if (to == core::evicted_slot || to == i) continue;
-      const std::int64_t off = (b + to) * p.row_bytes + (t % chunks) * sizeof(Vec);
-      if (k != nullptr) *reinterpret_cast<Vec*>(k + off) = stage_k[t];
-      if (v != nullptr) *reinterpret_cast<Vec*>(v + off) = stage_v[t];
-      if (t % chunks == 0) {
+      if (k != nullptr)
+        core::copy_row(k + (b + to) * rb, stage_k + c * rb, rb, width, a.lane, lanes);
+      if (v != nullptr)
+        core::copy_row(v + (b + to) * rb, stage_v + c * rb, rb, width, a.lane, lanes);
+      if (a.lane == 0) {
         p.importance[b + to] = tile_importance[c];
         p.position[b + to] = tile_position[c];
         atomicAdd(&moved, 1);

@@ -5,7 +5,8 @@
 ///          fully evicted pages;
 ///  batch   (one block): new indptr, freed indptr, spare offsets, the all-or-nothing status;
 ///  table   (block per sequence): new indices, last_page_len, freed pages, copy destinations;
-///  move    (blocks x sequences): byte-exact row copies into the destination pages.
+///  move    (blocks x sequences): byte-exact row copies (core::copy_row) into the destination
+///          pages.
 /// Also page-granular eviction (rule of pool/page_granular.hpp): page scores and candidates from
 /// cell scores, and the cell keep mask of the chosen pages.
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstdint>
 
 #include "../../core/paged.hpp"
+#include "../../core/row_copy.hpp"
 #include "../params.cuh"
 
 namespace audiokv::cuda::kernels {
@@ -197,33 +199,35 @@ static __global__ void __launch_bounds__(paged_block)
   }
 }
 
-/// Grid (x, sequence): copies every row of every copy page, Vec bytes per thread.
-template <class Vec>
+/// Grid (x, sequence): copies every (cell, head) row of every copy page, core::row_copy_lanes
+/// threads per row, by core::copy_row in words of `width` bytes (the launch's
+/// core::row_copy_width). A destination page (spare or fully evicted) holds no kept row, so no
+/// source is a destination.
 static __global__ void paged_move_kernel(const paged_table t, const paged_scratch s,
                                          const std::int32_t* status, unsigned char* pool,
-                                         const row_layout layout) {
+                                         const row_layout layout, int width) {
   if (status[0] == 0) return;
   const int b = blockIdx.y;
   const std::int32_t P = t.page_size;
   const std::int32_t p0 = t.indptr[b];
   const std::int64_t cell0 = static_cast<std::int64_t>(p0) * P;
   const std::int32_t n_kept = s.seq[4 * b];
-  const std::int64_t chunks = layout.row_bytes / static_cast<std::int64_t>(sizeof(Vec));
-  const std::int64_t total = static_cast<std::int64_t>(n_kept) * layout.num_heads * chunks;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t c = i % chunks;
-    const std::int64_t rh = i / chunks;
+  const std::int64_t lanes = core::row_copy_lanes(layout.row_bytes / width);
+  const core::row_lane_assignment a =
+      core::assign_row_lanes(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                             static_cast<std::int64_t>(gridDim.x) * blockDim.x, lanes);
+  const std::int64_t rows = static_cast<std::int64_t>(n_kept) * layout.num_heads;
+  for (std::int64_t rh = a.first; rh < rows; rh += a.step) {
     const auto h = static_cast<std::int32_t>(rh % layout.num_heads);
     const auto cell = static_cast<std::int32_t>(rh / layout.num_heads);
     const std::int32_t dst_page = s.slot_dest[p0 + cell / P];
     if (dst_page < 0) continue;
     const std::int32_t src = s.src_of[cell0 + cell];
-    const std::int64_t col = h * layout.head_stride + c * static_cast<std::int64_t>(sizeof(Vec));
+    const std::int64_t col = h * layout.head_stride;
     const std::int64_t from =
         t.indices[p0 + src / P] * layout.page_stride + (src % P) * layout.entry_stride + col;
     const std::int64_t to = dst_page * layout.page_stride + (cell % P) * layout.entry_stride + col;
-    *reinterpret_cast<Vec*>(pool + to) = *reinterpret_cast<const Vec*>(pool + from);
+    core::copy_row(pool + to, pool + from, layout.row_bytes, width, a.lane, lanes);
   }
 }
 

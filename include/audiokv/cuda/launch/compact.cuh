@@ -79,22 +79,10 @@ inline cudaError_t gather_rows(const void* src, void* dst, const row_layout& lay
   if (num_cells == 0) return cudaSuccess;
   const auto* s = static_cast<const unsigned char*>(src);
   auto* d = static_cast<unsigned char*>(dst);
-  const auto all_multiple = [&](std::int64_t m) {
-    return reinterpret_cast<std::uintptr_t>(s) % m == 0 &&
-           reinterpret_cast<std::uintptr_t>(d) % m == 0 && layout.entry_stride % m == 0 &&
-           layout.head_stride % m == 0 && layout.row_bytes % m == 0;
-  };
-  const unsigned blocks = 2048;
-  if (all_multiple(16)) {
-    kernels::gather_rows_kernel<uint4>
-        <<<blocks, 256, 0, stream>>>(s, d, layout, move_to, plan_rows, move_stride, num_cells);
-  } else if (all_multiple(4)) {
-    kernels::gather_rows_kernel<unsigned>
-        <<<blocks, 256, 0, stream>>>(s, d, layout, move_to, plan_rows, move_stride, num_cells);
-  } else {
-    kernels::gather_rows_kernel<unsigned char>
-        <<<blocks, 256, 0, stream>>>(s, d, layout, move_to, plan_rows, move_stride, num_cells);
-  }
+  const int width =
+      core::row_copy_width(layout.row_bytes, d, s, layout.entry_stride | layout.head_stride);
+  kernels::gather_rows_kernel<<<2048, 256, 0, stream>>>(s, d, layout, width, move_to, plan_rows,
+                                                        move_stride, num_cells);
   return cudaGetLastError();
 }
 

@@ -167,31 +167,17 @@ class eviction_step {
     AUDIOKV_CUDA_TRY(cudaGetLastError());
     kernels::step_compact_plan_kernel<rt><<<rows, rt, 0, stream>>>(p_, !stable);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
-    const bool vec16 = aligned(kb, 16) && aligned(vb, 16) && config_.row_bytes() % 16 == 0;
-    const bool vec4 = aligned(kb, 4) && aligned(vb, 4) && config_.row_bytes() % 4 == 0;
+    // One width for K and V (rows row_bytes apart); a null buffer aligns to everything.
+    const int width = core::row_copy_width(config_.row_bytes(), kb, vb);
     if (stable) {
-      const int tile = grid_.stable_tile;
       const auto smem = static_cast<std::size_t>(grid_.stable_shared_bytes);
-      if (vec16) {
-        kernels::step_stable_rows_kernel<uint4><<<rows, t, smem, stream>>>(p_, kb, vb, tile);
-      } else if (vec4) {
-        kernels::step_stable_rows_kernel<unsigned><<<rows, t, smem, stream>>>(p_, kb, vb, tile);
-      } else {
-        kernels::step_stable_rows_kernel<unsigned char>
-            <<<rows, t, smem, stream>>>(p_, kb, vb, tile);
-      }
-      AUDIOKV_CUDA_TRY(cudaGetLastError());
+      kernels::step_stable_rows_kernel<<<rows, t, smem, stream>>>(p_, kb, vb, grid_.stable_tile,
+                                                                  width);
     } else {
       const dim3 moves(static_cast<unsigned>(grid_.move_blocks), rows);
-      if (vec16) {
-        kernels::step_hole_fill_rows_kernel<uint4><<<moves, t, 0, stream>>>(p_, kb, vb);
-      } else if (vec4) {
-        kernels::step_hole_fill_rows_kernel<unsigned><<<moves, t, 0, stream>>>(p_, kb, vb);
-      } else {
-        kernels::step_hole_fill_rows_kernel<unsigned char><<<moves, t, 0, stream>>>(p_, kb, vb);
-      }
-      AUDIOKV_CUDA_TRY(cudaGetLastError());
+      kernels::step_hole_fill_rows_kernel<<<moves, t, 0, stream>>>(p_, kb, vb, width);
     }
+    AUDIOKV_CUDA_TRY(cudaGetLastError());
     kernels::step_finish_kernel<<<static_cast<unsigned>(grid_.finish_blocks), t, 0, stream>>>(p_);
     return cudaGetLastError();
   }
@@ -250,10 +236,6 @@ class eviction_step {
   const std::int32_t* move_dst() const noexcept { return p_.dst; }
 
  private:
-  static bool aligned(const void* p, std::uintptr_t m) {
-    return reinterpret_cast<std::uintptr_t>(p) % m == 0;
-  }
-
   eviction_step_config config_;
   Pipeline pipeline_;
   eviction_step_layout layout_{};

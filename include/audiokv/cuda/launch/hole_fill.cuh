@@ -90,21 +90,10 @@ inline cudaError_t hole_fill_rows(void* kv, const row_layout& layout, const std:
       layout.row_bytes <= 0 || layout.num_heads <= 0)
     return cudaErrorInvalidValue;
   auto* bytes = static_cast<unsigned char*>(kv);
-  const auto all_multiple = [&](std::int64_t m) {
-    return reinterpret_cast<std::uintptr_t>(bytes) % m == 0 && layout.entry_stride % m == 0 &&
-           layout.head_stride % m == 0 && layout.row_bytes % m == 0;
-  };
-  const unsigned blocks = 1024;
-  if (all_multiple(16)) {
-    kernels::hole_fill_rows_kernel<uint4>
-        <<<blocks, 256, 0, stream>>>(bytes, layout, src, dst, num_moves);
-  } else if (all_multiple(4)) {
-    kernels::hole_fill_rows_kernel<unsigned>
-        <<<blocks, 256, 0, stream>>>(bytes, layout, src, dst, num_moves);
-  } else {
-    kernels::hole_fill_rows_kernel<unsigned char>
-        <<<blocks, 256, 0, stream>>>(bytes, layout, src, dst, num_moves);
-  }
+  const int width = core::row_copy_width(layout.row_bytes, bytes, bytes,
+                                         layout.entry_stride | layout.head_stride);
+  kernels::hole_fill_rows_kernel<<<1024, 256, 0, stream>>>(bytes, layout, width, src, dst,
+                                                           num_moves);
   return cudaGetLastError();
 }
 
@@ -123,17 +112,11 @@ inline cudaError_t hole_fill_paged_rows(void* pool, const row_layout& layout,
       num_moves == nullptr || page_size < 1 || layout.row_bytes <= 0 || layout.num_heads <= 0)
     return cudaErrorInvalidValue;
   auto* bytes = static_cast<unsigned char*>(pool);
-  const bool vec16 = reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0 &&
-                     layout.page_stride % 16 == 0 && layout.entry_stride % 16 == 0 &&
-                     layout.head_stride % 16 == 0 && layout.row_bytes % 16 == 0;
-  const unsigned blocks = 1024;
-  if (vec16) {
-    kernels::hole_fill_paged_rows_kernel<uint4>
-        <<<blocks, 256, 0, stream>>>(bytes, layout, pages, page_size, src, dst, num_moves);
-  } else {
-    kernels::hole_fill_paged_rows_kernel<unsigned char>
-        <<<blocks, 256, 0, stream>>>(bytes, layout, pages, page_size, src, dst, num_moves);
-  }
+  const int width =
+      core::row_copy_width(layout.row_bytes, bytes, bytes,
+                           layout.page_stride | layout.entry_stride | layout.head_stride);
+  kernels::hole_fill_paged_rows_kernel<<<1024, 256, 0, stream>>>(bytes, layout, width, pages,
+                                                                 page_size, src, dst, num_moves);
   return cudaGetLastError();
 }
 

@@ -84,16 +84,11 @@ inline cudaError_t paged_compact(const paged_shape& shape, const std::int32_t* i
   for (void* pages : {k_pages, v_pages}) {
     if (pages == nullptr) continue;
     auto* bytes = static_cast<unsigned char*>(pages);
-    const bool vec16 = reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0 &&
-                       layout.page_stride % 16 == 0 && layout.entry_stride % 16 == 0 &&
-                       layout.head_stride % 16 == 0 && layout.row_bytes % 16 == 0;
+    const int width =
+        core::row_copy_width(layout.row_bytes, bytes, bytes,
+                             layout.page_stride | layout.entry_stride | layout.head_stride);
     const dim3 grid(64, static_cast<unsigned>(shape.batch));
-    if (vec16) {
-      kernels::paged_move_kernel<uint4><<<grid, 256, 0, stream>>>(t, s, status, bytes, layout);
-    } else {
-      kernels::paged_move_kernel<unsigned char>
-          <<<grid, 256, 0, stream>>>(t, s, status, bytes, layout);
-    }
+    kernels::paged_move_kernel<<<grid, 256, 0, stream>>>(t, s, status, bytes, layout, width);
     AUDIOKV_CUDA_TRY(cudaGetLastError());
   }
   return cudaSuccess;
