@@ -46,4 +46,32 @@ TEST(RadixSelect, EqualsSortedSelectionWithTiesAndNegatives) {
   }
 }
 
+// Long inputs (the partial histograms), scores crowded into one first-digit bucket (every key
+// shares the prefix) or spread (few do), and k on both sides of n / 4 (both marking passes).
+TEST(RadixSelect, EqualsSortedSelectionOnLongCrowdedInputs) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 24; ++trial) {
+    const std::int32_t n = 4096 + static_cast<std::int32_t>(rng() % 12000);
+    std::vector<float> score(n);
+    const int kind = trial % 3;
+    for (auto& s : score) {
+      if (kind == 0) s = 2.0f + std::uniform_real_distribution<float>(0.0f, 0.4f)(rng);
+      if (kind == 1) s = 2.0f + static_cast<float>(rng() % 7) * 0.0625f;  // crowded ties
+      if (kind == 2) s = std::uniform_real_distribution<float>(-1e6f, 1e6f)(rng);
+    }
+    std::vector<std::int32_t> slots;
+    for (std::int32_t j = 0; j < n; ++j) {
+      if (rng() % 8 != 0) slots.push_back(j);
+    }
+    const auto m = static_cast<std::int32_t>(slots.size());
+    const std::int32_t k = trial % 2 == 0 ? static_cast<std::int32_t>(rng() % (m / 4))
+                                          : m / 4 + static_cast<std::int32_t>(rng() % (m - m / 4));
+    std::vector<std::uint8_t> mask(n, 0);
+    std::vector<std::uint32_t> bits(n);
+    audiokv::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
+                                         mask.data());
+    ASSERT_EQ(mask, reference(score, slots, k)) << "trial " << trial << " n " << n << " k " << k;
+  }
+}
+
 }  // namespace
