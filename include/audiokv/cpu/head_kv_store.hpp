@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../core/attention.hpp"
+#include "../core/row_copy.hpp"
 #include "../core/shared_rows.hpp"
 #include "../error.hpp"
 #include "../pool/shared_row_table.hpp"
@@ -317,8 +318,9 @@ class head_kv_store {
     for (std::size_t r = 0; r < move.size(); ++r) {
       const std::int32_t to = move[r];
       if (to == core::evicted_slot || to == static_cast<std::int32_t>(r)) continue;
-      std::memmove(k + to * d, k + static_cast<std::int64_t>(r) * d, sizeof(T) * d);
-      std::memmove(v + to * d, v + static_cast<std::int64_t>(r) * d, sizeof(T) * d);
+      const auto bytes = static_cast<std::int64_t>(sizeof(T)) * d;  // the row copy, to < r
+      core::copy_row(k + to * d, k + static_cast<std::int64_t>(r) * d, bytes);
+      core::copy_row(v + to * d, v + static_cast<std::int64_t>(r) * d, bytes);
       if (k_scale != nullptr) {
         k_scale[to] = k_scale[r];
         v_scale[to] = v_scale[r];
