@@ -45,25 +45,13 @@ class protection_rules {
   /// [n] scratch for the positions of the active boundaries).
   void mark(const cell_store& store, std::uint8_t* protection,
             std::int32_t* boundary_pos) const noexcept {
-    const std::int32_t n = store.size();
-    const std::int32_t* pos = store.pos();
-    const std::int64_t recent = recent_from(store);
-    const std::int64_t horizon = boundary_from(store);
-    std::int32_t num_boundaries = 0;
-    for (std::int32_t j = 0; j < n; ++j) {
-      if ((store.flags_of(j) & frame_flag_phoneme_boundary) && pos[j] >= horizon) {
-        boundary_pos[num_boundaries++] = pos[j];
-      }
-    }
-    const std::int64_t radius = radius_;
-    std::int32_t b = 0;
-    for (std::int32_t j = 0; j < n; ++j) {
-      while (b < num_boundaries && boundary_pos[b] + radius < pos[j]) ++b;
-      const bool near_boundary = b < num_boundaries && boundary_pos[b] - radius <= pos[j];
-      const bool always_kept = pos[j] >= recent || (store.flags_of(j) & frame_flag_sink);
-      protection[j] = always_kept     ? protect_always
-                      : near_boundary ? protect_boundary
-                                      : protect_none;
+    if (store.shares_frames()) {
+      mark_with(
+          store, [&](std::int32_t j) { return store.flags_of(j); }, protection, boundary_pos);
+    } else {
+      const std::uint8_t* flags = store.flags();
+      mark_with(
+          store, [flags](std::int32_t j) { return flags[j]; }, protection, boundary_pos);
     }
   }
 
@@ -87,6 +75,33 @@ class protection_rules {
   }
 
  private:
+  /// mark() with the flags of cell j from flags_of(j). The boundaries are gathered without a
+  /// branch (every position is written at the count, which advances on a boundary).
+  template <class Flags>
+  void mark_with(const cell_store& store, Flags flags_of, std::uint8_t* protection,
+                 std::int32_t* boundary_pos) const noexcept {
+    const std::int32_t n = store.size();
+    const std::int32_t* pos = store.pos();
+    const std::int64_t recent = recent_from(store);
+    const std::int64_t horizon = boundary_from(store);
+    std::int32_t num_boundaries = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      boundary_pos[num_boundaries] = pos[j];
+      num_boundaries +=
+          ((flags_of(j) & frame_flag_phoneme_boundary) != 0) & (pos[j] >= horizon) ? 1 : 0;
+    }
+    const std::int64_t radius = radius_;
+    std::int32_t b = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      while (b < num_boundaries && boundary_pos[b] + radius < pos[j]) ++b;
+      const bool near_boundary = b < num_boundaries && boundary_pos[b] - radius <= pos[j];
+      const bool always_kept = pos[j] >= recent || (flags_of(j) & frame_flag_sink);
+      protection[j] = always_kept     ? protect_always
+                      : near_boundary ? protect_boundary
+                                      : protect_none;
+    }
+  }
+
   std::int32_t retention_frames_ = 0;
   std::int32_t horizon_frames_ = 0;
   std::int32_t radius_ = 0;
