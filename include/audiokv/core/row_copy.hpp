@@ -9,9 +9,10 @@
 ///
 /// Precondition of every copy: src and dst do not overlap, or lanes == 1 and dst <= src (a
 /// forward copy: word i is read before word i is written, and the bytes of dst word i lie in
-/// src words <= i, already read). In-place stable compaction moves each row to a slot at or
-/// below its own and runs lane 0 of 1 per row, in slot order; hole-filling moves disjoint rows
-/// (no source is a destination), so its lanes and rows may run in any order.
+/// src words <= i, already read). In-place stable compaction on the host moves each row to a
+/// slot at or below its own, lane 0 of 1 per row, in slot order; on the device it stages a tile
+/// of rows in shared memory, so every copy is between disjoint rows. Hole-filling moves disjoint
+/// rows (no source is a destination), so its lanes and rows may run in any order.
 #pragma once
 
 #include <cstdint>
