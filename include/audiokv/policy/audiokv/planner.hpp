@@ -87,7 +87,7 @@ class planner {
     pools_.plan_promotions(store_, w.final_scores, protection, tier_after, order, w.key_bits, mask);
 
     const std::int32_t candidates = gather_slots(n, order, [&](std::int32_t j) {
-      return tier_after[j] == pool_tier::buffer && protection[j] == protect_none;
+      return (tier_after[j] == pool_tier::buffer) & (protection[j] == protect_none);
     });
     core::entropy_accumulator entropy;
     for (std::int32_t i = 0; i < candidates; ++i) entropy.add(raw_scores[order[i]]);

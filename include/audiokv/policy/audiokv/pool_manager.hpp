@@ -90,11 +90,12 @@ class pool_manager {
                        std::uint32_t* key_bits, std::uint8_t* mask) const {
     std::int32_t ready = 0, base = 0;
     const std::int32_t contenders = gather_slots(store.size(), order, [&](std::int32_t j) {
-      const bool is_ready = tier_after[j] == pool_tier::buffer && protection[j] != protect_always;
+      const bool is_ready =
+          (tier_after[j] == pool_tier::buffer) & (protection[j] != protect_always);
       const bool is_base = tier_after[j] == pool_tier::base;
       ready += is_ready;
       base += is_base;
-      return is_ready || is_base;
+      return is_ready | is_base;
     });
     const std::int32_t room = std::max(0, std::min(base_cells_ - base, ready));
     const std::int32_t rejected = contenders - (base + room);
