@@ -29,6 +29,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda/device_buffer.hpp"
 #include "cuda/tolerance.hpp"
 
 namespace {
@@ -36,33 +37,12 @@ namespace {
 namespace core = audiokv::core;
 namespace tol = audiokv::test::tolerance;
 
-bool has_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using audiokv::test::has_device;
 #define REQUIRE_DEVICE() \
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel execution not tested here"
 
-/// Device copy of a host vector that frees itself (test-only; the library never allocates).
 template <class T>
-struct dbuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dbuf(std::size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)), cudaSuccess);
-  }
-  explicit dbuf(const std::vector<T>& h) : dbuf(h.size()) {
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~dbuf() { cudaFree(p); }
-  dbuf(const dbuf&) = delete;
-  dbuf& operator=(const dbuf&) = delete;
-  std::vector<T> down() const {
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
+using dbuf = audiokv::test::device_buffer<T>;
 
 /// Waits for the last launch and reports its error.
 ::testing::AssertionResult launched() {

@@ -14,37 +14,18 @@
 #include <random>
 #include <vector>
 
+#include "cuda/device_buffer.hpp"
+
 namespace {
 
 namespace cu = audiokv::cuda;
 using audiokv::eviction_step_config;
 using audiokv::step_compaction;
 
-bool has_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using audiokv::test::has_device;
 
 template <class T>
-struct dbuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dbuf(std::size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(p, 0, (count > 0 ? count : 1) * sizeof(T)), cudaSuccess);
-  }
-  ~dbuf() { cudaFree(p); }
-  dbuf(const dbuf&) = delete;
-  dbuf& operator=(const dbuf&) = delete;
-  void up(const std::vector<T>& h) {
-    ASSERT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> down(std::size_t count) const {
-    std::vector<T> h(count);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
+using dbuf = audiokv::test::device_buffer<T>;
 
 template <class T>
 std::vector<T> download(const T* p, std::size_t count) {

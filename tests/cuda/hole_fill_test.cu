@@ -17,34 +17,16 @@
 #include <random>
 #include <vector>
 
+#include "cuda/device_buffer.hpp"
+
 namespace {
 
 namespace cu = audiokv::cuda;
 
-bool has_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using audiokv::test::has_device;
 
 template <class T>
-struct dbuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dbuf(std::size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T) + 16), cudaSuccess);
-  }
-  ~dbuf() { cudaFree(p); }
-  dbuf(const dbuf&) = delete;
-  dbuf& operator=(const dbuf&) = delete;
-  void up(const std::vector<T>& h) {
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> down(std::size_t count) const {
-    std::vector<T> h(count);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
+using dbuf = audiokv::test::device_buffer<T>;
 
 TEST(CudaHoleFill, MovesAndBytesEqualTheCpuOracle) {
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine";

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda/device_buffer.hpp"
 #include "cuda/tolerance.hpp"
 
 namespace {
@@ -24,34 +25,12 @@ namespace ref = audiokv::cpu::reference;
 namespace cu = audiokv::cuda;
 namespace tol = audiokv::test::tolerance;
 
-bool has_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using audiokv::test::has_device;
 #define REQUIRE_DEVICE() \
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine"
 
-/// Device buffer that frees itself (test-only helper; the library never allocates).
 template <class T>
-struct dbuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dbuf(std::size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&p, count * sizeof(T) + 16), cudaSuccess);
-  }
-  dbuf(const std::vector<T>& h) : dbuf(h.size()) { up(h); }
-  ~dbuf() { cudaFree(p); }
-  dbuf(const dbuf&) = delete;
-  dbuf& operator=(const dbuf&) = delete;
-  void up(const std::vector<T>& h) {
-    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<T> down() const {
-    std::vector<T> h(n);
-    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-};
+using dbuf = audiokv::test::device_buffer<T>;
 
 std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 gen(seed);

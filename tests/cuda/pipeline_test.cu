@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "cuda/device_buffer.hpp"
+
 namespace {
 
 using namespace audiokv;
@@ -23,10 +25,7 @@ struct blur_121 {
   }
 };
 
-bool has_device() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using audiokv::test::has_device;
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 

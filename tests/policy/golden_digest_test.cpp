@@ -12,21 +12,14 @@
 #include <cstring>
 #include <vector>
 
+#include "common/state_digest.hpp"
 #include "common/stream.hpp"
 
 namespace {
 
 using namespace audiokv;
 
-struct fnv1a {
-  std::uint64_t value = 1469598103934665603ull;
-  void add(std::uint32_t x) { value = (value ^ x) * 1099511628211ull; }
-  void add_float(float f) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    add(bits);
-  }
-};
+using test::fnv1a;
 
 enum class feed { observe, group_mean, group_max };
 
@@ -66,28 +59,14 @@ std::uint64_t run(const digest_case& dc) {
       cache.observe_group(group, kGroup, n,
                           dc.mode == feed::group_max ? gqa_reduce::max : gqa_reduce::mean);
     }
-    for (std::int32_t j = 0; j < n; ++j) d.add_float(cache.importance()[j]);
-    for (std::int32_t s = 0; s < dc.config.num_speakers; ++s) {
-      d.add_float(cache.speaker_baselines()[s]);
-    }
+    test::digest_state(d, cache, dc.config.num_speakers);
     if (cache.wants_eviction()) {
       cache.plan(plan);
-      for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
-        d.add(static_cast<std::uint32_t>(plan.move_to[j]));
-      }
-      for (const float s : plan.scores) d.add_float(s);
-      for (const std::int32_t j : plan.promote) d.add(static_cast<std::uint32_t>(j));
-      for (const std::int32_t j : plan.demote) d.add(static_cast<std::uint32_t>(j));
-      d.add_float(plan.ratio);
-      d.add_float(plan.normalized_entropy);
+      test::digest_plan(d, plan);
       cache.apply(plan);
     }
   }
-  const audiokv_stats& s = cache.stats();
-  d.add(static_cast<std::uint32_t>(s.drift_resets));
-  d.add(static_cast<std::uint32_t>(s.promotions));
-  d.add(static_cast<std::uint32_t>(s.demotions));
-  d.add(static_cast<std::uint32_t>(s.cells_evicted));
+  test::digest_stats(d, cache.stats());
   return d.value;
 }
 

@@ -17,6 +17,7 @@
 #include <set>
 #include <vector>
 
+#include "common/state_digest.hpp"
 #include "common/stream.hpp"
 
 namespace {
@@ -76,15 +77,7 @@ TEST(FrameTable, PositionsAreCountedAndOlderOnesLeaveTheRingInOrder) {
   EXPECT_EQ(t.peak_rows(), 5);
 }
 
-struct fnv1a {
-  std::uint64_t value = 1469598103934665603ull;
-  void add(std::uint32_t x) { value = (value ^ x) * 1099511628211ull; }
-  void add_float(float f) {
-    std::uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    add(bits);
-  }
-};
+using test::fnv1a;
 
 /// Head h's attention: the stream's, scaled by a cell- and head-dependent factor (h = 0: the
 /// stream's own), so the heads keep different cells.
@@ -129,32 +122,14 @@ std::uint64_t shared_digest(const audiokv_config& config, std::int64_t frames,
       (h == 0 ? stream : own[h]).attention(cache.positions(), n, attention);
       head_attention(attention, static_cast<std::int32_t>(h), mine);
       cache.observe(mine.data(), n);
-      if (h == 0) {
-        for (std::int32_t j = 0; j < n; ++j) d.add_float(cache.importance()[j]);
-        for (std::int32_t s = 0; s < config.num_speakers; ++s) {
-          d.add_float(cache.speaker_baselines()[s]);
-        }
-      }
+      if (h == 0) test::digest_state(d, cache, config.num_speakers);
       if (!cache.wants_eviction()) continue;
       cache.plan(plan);
-      if (h == 0) {
-        for (std::int32_t j = 0; j < plan.n_kv_before; ++j) {
-          d.add(static_cast<std::uint32_t>(plan.move_to[j]));
-        }
-        for (const float s : plan.scores) d.add_float(s);
-        for (const std::int32_t j : plan.promote) d.add(static_cast<std::uint32_t>(j));
-        for (const std::int32_t j : plan.demote) d.add(static_cast<std::uint32_t>(j));
-        d.add_float(plan.ratio);
-        d.add_float(plan.normalized_entropy);
-      }
+      if (h == 0) test::digest_plan(d, plan);
       cache.apply(plan);
     }
   }
-  const audiokv_stats& s = heads[0].stats();
-  d.add(static_cast<std::uint32_t>(s.drift_resets));
-  d.add(static_cast<std::uint32_t>(s.promotions));
-  d.add(static_cast<std::uint32_t>(s.demotions));
-  d.add(static_cast<std::uint32_t>(s.cells_evicted));
+  test::digest_stats(d, heads[0].stats());
   // The table holds exactly the union of the heads' positions (every frame is shared).
   std::set<std::int32_t> held;
   for (const auto& cache : heads)
