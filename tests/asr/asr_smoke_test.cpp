@@ -69,6 +69,15 @@ void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
 
 std::string find_model_dir() { return asr::locate_model_dir(); }
 
+/// AudioKV with the library's defaults keeping half of the clip's cached frames per head.
+std::unique_ptr<audiokv::eviction_policy> half_budget_audiokv(const clip_context& ctx, int, int) {
+  audiokv::audiokv_config cfg;
+  cfg.budget = std::max(1, static_cast<int>(std::lround(0.5 * ctx.n_frames)));
+  cfg.capacity = ctx.n_frames;
+  cfg.frame_ms = 20.0f;
+  return std::make_unique<audiokv::tiered_cache<>>(cfg);
+}
+
 /// Evicts every other cell of each head once, at the first step (exercises apply_move).
 class halve_once_hook final : public kv_eviction_hook {
  public:
@@ -352,15 +361,7 @@ int main() {
       audiokv_policy_hook::options opt{6, false};
       opt.granularity = g;
       opt.merge = merge;
-      audiokv_policy_hook inner(
-          [](const clip_context& ctx, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
-            audiokv::audiokv_config cfg;
-            cfg.budget = std::max(1, static_cast<int>(std::lround(0.5 * ctx.n_frames)));
-            cfg.capacity = ctx.n_frames;
-            cfg.frame_ms = 20.0f;
-            return std::make_unique<audiokv::tiered_cache<>>(cfg);
-          },
-          opt);
+      audiokv_policy_hook inner(half_budget_audiokv, opt);
       head_positions_probe probe(inner);
       const decode_result r = tr.transcribe(clip, probe, frame_mode::speech);
       const std::string name = std::string(g == granularity::layer ? "layer" : "head") +
@@ -407,15 +408,7 @@ int main() {
               std::to_string(e.attention_rel_error) + ")");
     kv_store_options int8;
     int8.int8_buffer = true;
-    audiokv_policy_hook half(
-        [](const clip_context& ctx, int, int) -> std::unique_ptr<audiokv::eviction_policy> {
-          audiokv::audiokv_config cfg;
-          cfg.budget = std::max(1, static_cast<int>(std::lround(0.5 * ctx.n_frames)));
-          cfg.capacity = ctx.n_frames;
-          cfg.frame_ms = 20.0f;
-          return std::make_unique<audiokv::tiered_cache<>>(cfg);
-        },
-        audiokv_policy_hook::options{6, false});
+    audiokv_policy_hook half(half_budget_audiokv, audiokv_policy_hook::options{6, false});
     const decode_result q = tr.transcribe(clip, half, frame_mode::speech, int8, 0.5);
     check(std::fabs(q.final_kept_fraction - 0.5) < 0.01 && !q.tokens.empty() &&
               q.mean_kv_bytes < 0.8 * q.mean_dense_kv_bytes && q.attention_rel_error > 0.0 &&
