@@ -29,8 +29,8 @@ void validate_compact(const char* where, const kv_view<T, Layout>& kv, const evi
   AUDIOKV_REQUIRE(kv.num_cells() == 0 || kv.data_handle() != nullptr, where, "kv.data_handle()",
                   "nullptr", "must point to the tensor");
   // A stable move map: no write can leave [0, i] — checked before any row moves.
-  ::audiokv::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(),
-                                             plan.n_kv_before);
+  ::audiokv::types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(),
+                                                    plan.n_kv_before);
 }
 
 /// Hole-filling moves (checks of ::audiokv::detail::validate_hole_fill) within the view.

@@ -192,7 +192,7 @@ class shared_row_table {
                     "must equal num_cells()");
     AUDIOKV_REQUIRE(n_kv_before == 0 || move_to != nullptr, where, "move_to", "nullptr",
                     "must point to n_kv_before slots");
-    detail::require_stable_move_map(where, "move_to", move_to, n_kv_before);
+    types::detail::require_stable_move_map(where, "move_to", move_to, n_kv_before);
   }
 
   /// Scratch: kept_cells_[a][r] = kept cells behind row r of arena a; wants_full_ = one of

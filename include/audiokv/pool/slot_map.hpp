@@ -218,7 +218,7 @@ class slot_map {
                     "plan.move_to.size()", plan.move_to.size(),
                     detail::describe("must equal the map's size() = ", size_).c_str());
     const std::int32_t kept =
-        detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
+        types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
     AUDIOKV_REQUIRE(
         plan.n_kv_after == kept, where, "plan.n_kv_after", plan.n_kv_after,
         detail::describe("must equal the kept cells of plan.move_to (", kept, ")").c_str());

@@ -8,7 +8,7 @@
 
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// @brief Shape of one decode-attention step of one layer and one sequence: query heads, KV
 /// heads (GQA: num_q_heads is a multiple of num_kv_heads and query head h reads KV head
@@ -34,4 +34,8 @@ struct attention_shape {
   }
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::attention_shape;
 }  // namespace audiokv

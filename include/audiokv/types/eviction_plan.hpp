@@ -8,7 +8,7 @@
 
 #include "pool_split.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 namespace detail {
 
@@ -112,4 +112,8 @@ struct eviction_plan {
   bool stays(std::int32_t slot) const noexcept { return move_to[slot] == slot; }
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::eviction_plan;
 }  // namespace audiokv

@@ -12,7 +12,7 @@
 #include "../core/selection_key.hpp"
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// Element type of the K/V rows the step compacts (the same values as cuda::dtype).
 enum class kv_dtype : std::uint8_t {
@@ -170,4 +170,12 @@ struct eviction_step_statistics {
   }
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::eviction_step_config;
+using types::eviction_step_statistics;
+using types::kv_dtype;
+using types::kv_dtype_bytes;
+using types::step_compaction;
 }  // namespace audiokv

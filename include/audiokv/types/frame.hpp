@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// Bit flags a host sets on a frame.
 enum frame_flag : std::uint8_t {
@@ -40,4 +40,15 @@ struct frame_meta {
   float prior = 0.0f;
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::emergency_flags;
+using types::frame_flag;
+using types::frame_flag_critical;
+using types::frame_flag_none;
+using types::frame_flag_phoneme_boundary;
+using types::frame_flag_segment_start;
+using types::frame_flag_sink;
+using types::frame_meta;
 }  // namespace audiokv

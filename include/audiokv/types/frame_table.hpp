@@ -13,7 +13,7 @@
 
 #include "frame.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// @brief Reference-counted frame metadata indexed by absolute frame position.
 ///
@@ -351,4 +351,8 @@ class frame_table {
   std::int32_t peak_ = 0;
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::frame_table;
 }  // namespace audiokv

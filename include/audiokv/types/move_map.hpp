@@ -10,7 +10,7 @@
 #include "../core/compaction.hpp"
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 namespace detail {
 
@@ -23,7 +23,8 @@ inline std::int32_t require_stable_move_map(const char* where, const char* argum
   std::int32_t kept = 0;
   for (std::int32_t i = 0; i < n; ++i) {
     const std::int32_t to = move_to[i];
-    AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where, indexed(argument, i), to,
+    AUDIOKV_REQUIRE(to == core::evicted_slot || to == kept, where,
+                    ::audiokv::detail::indexed(argument, i), to,
                     "must be -1 or the number of kept cells before it");
     if (to != core::evicted_slot) ++kept;
   }
@@ -32,4 +33,4 @@ inline std::int32_t require_stable_move_map(const char* where, const char* argum
 
 }  // namespace detail
 
-}  // namespace audiokv
+}  // namespace audiokv::types

@@ -8,7 +8,7 @@
 
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// The pool a cell lives in.
 enum class pool_tier : std::uint8_t { buffer = 0, base = 1, emergency = 2 };
@@ -47,4 +47,9 @@ struct pool_split {
   }
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::pool_split;
+using types::pool_tier;
 }  // namespace audiokv

@@ -9,7 +9,7 @@
 
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// @brief Parameters of capacity_forecast and the switch that lets tiered_cache::prefetch()
 /// act on them. Off by default: the cache then keeps the capacity of its configuration.
@@ -52,4 +52,8 @@ struct prefetch_config {
   }
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::prefetch_config;
 }  // namespace audiokv

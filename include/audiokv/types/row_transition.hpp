@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace audiokv {
+namespace audiokv::types {
 
 /// Storage precision of a physical row.
 enum class row_precision : std::uint8_t {
@@ -56,4 +56,10 @@ struct row_transition {
   }
 };
 
+}  // namespace audiokv::types
+
+namespace audiokv {
+using types::row_precision;
+using types::row_ref;
+using types::row_transition;
 }  // namespace audiokv

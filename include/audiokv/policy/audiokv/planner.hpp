@@ -148,9 +148,9 @@ class planner {
   /// Sizes `out`'s scores and scratch for the current cells (no allocation once `out` is
   /// reserved for the cache's capacity).
   workspace bind(eviction_plan& out) const {
-    using scratch = plan_scratch;
+    using scratch = types::detail::plan_scratch;
     const std::int32_t n = store_.size();
-    plan_scratch& s = out.scratch;
+    scratch& s = out.scratch;
     out.scores.resize(static_cast<std::size_t>(n));
     return workspace{out.scores.data(),
                      scratch::at_least(s.smoothed, n),

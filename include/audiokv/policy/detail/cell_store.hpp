@@ -469,7 +469,7 @@ class cell_store {
 
   /// The evict mask in `out`'s scratch, [num_cells()] cleared to 0.
   std::uint8_t* clear_evict_mask(eviction_plan& out) const {
-    std::uint8_t* mask = detail::plan_scratch::at_least(out.scratch.mask, size_);
+    std::uint8_t* mask = types::detail::plan_scratch::at_least(out.scratch.mask, size_);
     for (std::int32_t i = 0; i < size_; ++i) mask[i] = 0;
     return mask;
   }
@@ -526,7 +526,7 @@ class cell_store {
                     "plan.move_to.size()", plan.move_to.size(),
                     describe("must equal num_cells() = ", size_).c_str());
     const std::int32_t kept =
-        require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
+        types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
     AUDIOKV_REQUIRE(kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
                     describe("must equal the number of kept cells (", kept, ")").c_str());
     // evict must list exactly the slots with move_to == -1, ascending.
