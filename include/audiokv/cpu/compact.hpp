@@ -33,11 +33,11 @@ void validate_compact(const char* where, const kv_view<T, Layout>& kv, const evi
                                                     plan.n_kv_before);
 }
 
-/// Hole-filling moves (checks of ::audiokv::detail::validate_hole_fill) within the view.
+/// Hole-filling moves (checks of ::audiokv::pool::detail::validate_hole_fill) within the view.
 template <class T, class Layout>
 void validate_hole_fill(const char* where, const kv_view<T, Layout>& kv,
                         const hole_fill_plan& plan) {
-  ::audiokv::detail::validate_hole_fill(where, "plan", -1, plan, kv.num_cells());
+  ::audiokv::pool::detail::validate_hole_fill(where, "plan", -1, plan, kv.num_cells());
   AUDIOKV_REQUIRE(kv.num_cells() == 0 || kv.data_handle() != nullptr, where, "kv.data_handle()",
                   "nullptr", "must point to the tensor");
 }

@@ -273,7 +273,7 @@ inline void plan_paged_in_place(const std::int32_t* indices, const std::int32_t*
         plans[b].n_before == n, where, ::audiokv::detail::indexed("plans", b) + ".n_before",
         plans[b].n_before,
         ::audiokv::detail::describe("must equal sequence ", b, "'s cells (", n, ")").c_str());
-    ::audiokv::detail::validate_hole_fill(where, "plans", b, plans[b], n);
+    ::audiokv::pool::detail::validate_hole_fill(where, "plans", b, plans[b], n);
   }
   detail::start_paged_output(out, batch);
   for (std::int32_t b = 0; b < batch; ++b) {

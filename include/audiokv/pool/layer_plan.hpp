@@ -31,7 +31,7 @@
 #include "../span.hpp"
 #include "../types/eviction_plan.hpp"
 
-namespace audiokv {
+namespace audiokv::pool {
 
 /// How a layer reduces its heads' cell scores to one (lower is evicted first).
 enum class head_reduce : std::uint8_t {
@@ -73,17 +73,17 @@ std::int32_t share_layer_plan(span<eviction_plan> plans, head_reduce rule,
   std::int32_t want = 0;
   for (std::int32_t h = 0; h < heads; ++h) {
     const eviction_plan& p = plans[h];
-    AUDIOKV_REQUIRE(p.n_kv_before == n, where, detail::indexed("plans", h) + ".n_kv_before",
-                    p.n_kv_before,
-                    detail::describe("must equal plans[0].n_kv_before = ", n,
-                                     " (the heads of a layer hold the same cells)")
+    AUDIOKV_REQUIRE(p.n_kv_before == n, where,
+                    ::audiokv::detail::indexed("plans", h) + ".n_kv_before", p.n_kv_before,
+                    ::audiokv::detail::describe("must equal plans[0].n_kv_before = ", n,
+                                                " (the heads of a layer hold the same cells)")
                         .c_str());
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(p.move_to.size()) == n, where,
-                    detail::indexed("plans", h) + ".move_to.size()", p.move_to.size(),
-                    detail::describe("must equal n_kv_before = ", n).c_str());
+                    ::audiokv::detail::indexed("plans", h) + ".move_to.size()", p.move_to.size(),
+                    ::audiokv::detail::describe("must equal n_kv_before = ", n).c_str());
     AUDIOKV_REQUIRE(p.scores.empty() || static_cast<std::int32_t>(p.scores.size()) == n, where,
-                    detail::indexed("plans", h) + ".scores.size()", p.scores.size(),
-                    detail::describe("must be 0 or n_kv_before = ", n).c_str());
+                    ::audiokv::detail::indexed("plans", h) + ".scores.size()", p.scores.size(),
+                    ::audiokv::detail::describe("must be 0 or n_kv_before = ", n).c_str());
     want = std::max(want, static_cast<std::int32_t>(p.evict.size()));
   }
   if (want == 0) return 0;
@@ -136,4 +136,10 @@ std::int32_t share_layer_plan(span<eviction_plan> plans, head_reduce rule,
   return want;
 }
 
+}  // namespace audiokv::pool
+
+namespace audiokv {
+using pool::head_reduce;
+using pool::layer_plan_workspace;
+using pool::share_layer_plan;
 }  // namespace audiokv

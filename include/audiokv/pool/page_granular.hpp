@@ -37,7 +37,7 @@
 #include "../error.hpp"
 #include "../types/eviction_plan.hpp"
 
-namespace audiokv {
+namespace audiokv::pool {
 
 /// How a page's score aggregates its cells' scores (lower is evicted first).
 enum class page_score_rule : std::uint8_t {
@@ -94,10 +94,10 @@ std::int32_t make_page_granular(eviction_plan& plan, std::int32_t page_size, pag
   AUDIOKV_REQUIRE(page_size >= 1, where, "page_size", page_size, "must be >= 1");
   AUDIOKV_REQUIRE(n >= 0 && static_cast<std::int32_t>(plan.move_to.size()) == n, where,
                   "plan.move_to.size()", plan.move_to.size(),
-                  detail::describe("must equal plan.n_kv_before = ", n).c_str());
+                  ::audiokv::detail::describe("must equal plan.n_kv_before = ", n).c_str());
   AUDIOKV_REQUIRE(plan.scores.empty() || static_cast<std::int32_t>(plan.scores.size()) == n, where,
                   "plan.scores.size()", plan.scores.size(),
-                  detail::describe("must be 0 or plan.n_kv_before = ", n).c_str());
+                  ::audiokv::detail::describe("must be 0 or plan.n_kv_before = ", n).c_str());
   const auto evicted = static_cast<std::int32_t>(plan.evict.size());
   if (evicted == 0) return 0;
   const bool by_cell = protection == page_protection::cells;
@@ -170,4 +170,11 @@ std::int32_t make_page_granular(eviction_plan& plan, std::int32_t page_size, pag
   return chosen_pages;
 }
 
+}  // namespace audiokv::pool
+
+namespace audiokv {
+using pool::make_page_granular;
+using pool::page_eviction_workspace;
+using pool::page_protection;
+using pool::page_score_rule;
 }  // namespace audiokv

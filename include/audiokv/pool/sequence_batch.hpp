@@ -19,7 +19,7 @@
 #include "../types/eviction_plan.hpp"
 #include "../types/frame_table.hpp"
 
-namespace audiokv {
+namespace audiokv::pool {
 
 /// @brief A batch of independent caches, one per sequence, fed in CSR form.
 /// @tparam Policy any eviction_policy implementation (e.g. tiered_cache<>).
@@ -64,7 +64,8 @@ class sequence_batch {
     AUDIOKV_REQUIRE(
         s >= 0 && s < size() && sequences_[s].has_value(), "sequence_batch::remove_sequence", "s",
         s,
-        detail::describe("must be an active sequence of [0, size()) = [0, ", size(), ")").c_str());
+        ::audiokv::detail::describe("must be an active sequence of [0, size()) = [0, ", size(), ")")
+            .c_str());
     sequences_[s].reset();
     clear_plan(plans_[s]);
     --active_;
@@ -80,7 +81,8 @@ class sequence_batch {
   void share_frames(std::int32_t s, std::shared_ptr<frame_table> table) {
     AUDIOKV_REQUIRE(
         s >= 0 && s < size() && sequences_[s].has_value(), "sequence_batch::share_frames", "s", s,
-        detail::describe("must be an active sequence of [0, size()) = [0, ", size(), ")").c_str());
+        ::audiokv::detail::describe("must be an active sequence of [0, size()) = [0, ", size(), ")")
+            .c_str());
     sequences_[s]->share_frames(std::move(table));
   }
 
@@ -110,11 +112,12 @@ class sequence_batch {
     constexpr const char* where = "sequence_batch::observe";
     AUDIOKV_REQUIRE(indptr.size() == static_cast<std::size_t>(size()) + 1, where, "indptr.size()",
                     indptr.size(),
-                    detail::describe("must equal size() + 1 = ", size() + 1).c_str());
+                    ::audiokv::detail::describe("must equal size() + 1 = ", size() + 1).c_str());
     check_offsets(where, indptr.data());
-    AUDIOKV_REQUIRE(static_cast<std::int64_t>(scores.size()) == indptr[size()], where,
-                    "scores.size()", scores.size(),
-                    detail::describe("must equal indptr[size()] = ", indptr[size()]).c_str());
+    AUDIOKV_REQUIRE(
+        static_cast<std::int64_t>(scores.size()) == indptr[size()], where, "scores.size()",
+        scores.size(),
+        ::audiokv::detail::describe("must equal indptr[size()] = ", indptr[size()]).c_str());
     observe(scores.data(), indptr.data());
   }
 
@@ -128,7 +131,8 @@ class sequence_batch {
     for (std::int32_t s = 0; s < size(); ++s) {
       for (std::int64_t j = indptr[s]; j < indptr[s + 1]; ++j) {
         AUDIOKV_REQUIRE(std::isfinite(scores[j]) && scores[j] >= 0.0f, where,
-                        detail::indexed("scores", j), scores[j], "must be finite and >= 0");
+                        ::audiokv::detail::indexed("scores", j), scores[j],
+                        "must be finite and >= 0");
       }
     }
     for (std::int32_t s = 0; s < size(); ++s) {
@@ -179,10 +183,11 @@ class sequence_batch {
     for (std::int32_t s = 0; s < size(); ++s) {
       const std::int64_t length = indptr[s + 1] - indptr[s];
       const std::int32_t cells = sequences_[s] ? sequences_[s]->num_cells() : 0;
-      AUDIOKV_REQUIRE(length == cells, where, detail::indexed("indptr", s + 1), indptr[s + 1],
-                      detail::describe("must make sequence ", s, "'s length (", length,
-                                       ") equal its num_cells() = ", cells,
-                                       sequences_[s] ? "" : " (a free slot)")
+      AUDIOKV_REQUIRE(length == cells, where, ::audiokv::detail::indexed("indptr", s + 1),
+                      indptr[s + 1],
+                      ::audiokv::detail::describe("must make sequence ", s, "'s length (", length,
+                                                  ") equal its num_cells() = ", cells,
+                                                  sequences_[s] ? "" : " (a free slot)")
                           .c_str());
     }
   }
@@ -192,4 +197,8 @@ class sequence_batch {
   std::int32_t active_ = 0;
 };
 
+}  // namespace audiokv::pool
+
+namespace audiokv {
+using pool::sequence_batch;
 }  // namespace audiokv

@@ -13,7 +13,7 @@
 #include "../types/pool_split.hpp"
 #include "../types/row_transition.hpp"
 
-namespace audiokv {
+namespace audiokv::pool {
 
 /// @brief Logical cell -> physical row map with per-row multiplicity.
 ///
@@ -267,4 +267,8 @@ class shared_row_table {
   std::uint64_t generation_ = 1;
 };
 
+}  // namespace audiokv::pool
+
+namespace audiokv {
+using pool::shared_row_table;
 }  // namespace audiokv

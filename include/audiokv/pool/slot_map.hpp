@@ -17,7 +17,7 @@
 #include "../types/eviction_plan.hpp"
 #include "../types/move_map.hpp"
 
-namespace audiokv {
+namespace audiokv::pool {
 
 /// @brief Physical row moves of one hole-filling compaction.
 ///
@@ -58,10 +58,11 @@ namespace detail {
 inline void validate_hole_fill(const char* where, const char* name, std::int32_t index,
                                const hole_fill_plan& plan, std::int32_t num_slots) {
   const auto field = [&](const char* f) {
-    return (index < 0 ? std::string(name) : indexed(name, index)) + f;
+    return (index < 0 ? std::string(name) : ::audiokv::detail::indexed(name, index)) + f;
   };
   AUDIOKV_REQUIRE(plan.n_before >= 0 && plan.n_before <= num_slots, where, field(".n_before"),
-                  plan.n_before, describe("must be in [0, ", num_slots, "]").c_str());
+                  plan.n_before,
+                  ::audiokv::detail::describe("must be in [0, ", num_slots, "]").c_str());
   AUDIOKV_REQUIRE(plan.n_after >= 0 && plan.n_after <= plan.n_before, where, field(".n_after"),
                   plan.n_after, "must be in [0, n_before]");
   AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == plan.n_before, where,
@@ -72,11 +73,13 @@ inline void validate_hole_fill(const char* where, const char* name, std::int32_t
     const std::int32_t s = plan.src[k];
     const std::int32_t d = plan.dst[k];
     AUDIOKV_REQUIRE(s >= plan.n_after && s < plan.n_before && (k == 0 || s > plan.src[k - 1]),
-                    where, indexed(field(".src").c_str(), static_cast<long long>(k)), s,
+                    where,
+                    ::audiokv::detail::indexed(field(".src").c_str(), static_cast<long long>(k)), s,
                     "must be ascending in [n_after, n_before)");
     AUDIOKV_REQUIRE(d >= 0 && d < plan.n_after && (k == 0 || d > plan.dst[k - 1]) &&
                         plan.move_to[d] == core::evicted_slot && plan.move_to[s] == d,
-                    where, indexed(field(".dst").c_str(), static_cast<long long>(k)), d,
+                    where,
+                    ::audiokv::detail::indexed(field(".dst").c_str(), static_cast<long long>(k)), d,
                     "must be ascending in [0, n_after), an evicted slot, and move_to[src[k]]");
   }
 }
@@ -126,10 +129,10 @@ class slot_map {
   /// newest logical cells.
   /// @throws audiokv::error naming "count" when negative or beyond capacity().
   void append(std::int32_t count) {
-    AUDIOKV_REQUIRE(
-        count >= 0 && count <= capacity_ - size_, "slot_map::append", "count", count,
-        detail::describe("must be in [0, capacity() - size()] = [0, ", capacity_ - size_, "]")
-            .c_str());
+    AUDIOKV_REQUIRE(count >= 0 && count <= capacity_ - size_, "slot_map::append", "count", count,
+                    ::audiokv::detail::describe("must be in [0, capacity() - size()] = [0, ",
+                                                capacity_ - size_, "]")
+                        .c_str());
     for (std::int32_t i = 0; i < count; ++i) slot_[size_ + i] = size_ + i;
     size_ += count;
     ++generation_;
@@ -176,17 +179,19 @@ class slot_map {
   void apply(const eviction_plan& plan, const hole_fill_plan& moves) {
     constexpr const char* where = "slot_map::apply";
     validate_logical(where, plan);
-    AUDIOKV_REQUIRE(
-        moves.map_generation == generation_, where, "moves.map_generation", moves.map_generation,
-        detail::describe("must equal the map's generation ", generation_, " (the moves are stale)")
-            .c_str());
-    AUDIOKV_REQUIRE(moves.plan_generation == plan.generation && moves.n_before == size_ &&
-                        moves.n_after == plan.n_kv_after &&
-                        static_cast<std::int32_t>(moves.move_to.size()) == size_,
-                    where, "moves.plan_generation", moves.plan_generation,
-                    detail::describe("must come from this plan (generation ", plan.generation, ", ",
-                                     size_, " -> ", plan.n_kv_after, " cells)")
+    AUDIOKV_REQUIRE(moves.map_generation == generation_, where, "moves.map_generation",
+                    moves.map_generation,
+                    ::audiokv::detail::describe("must equal the map's generation ", generation_,
+                                                " (the moves are stale)")
                         .c_str());
+    AUDIOKV_REQUIRE(
+        moves.plan_generation == plan.generation && moves.n_before == size_ &&
+            moves.n_after == plan.n_kv_after &&
+            static_cast<std::int32_t>(moves.move_to.size()) == size_,
+        where, "moves.plan_generation", moves.plan_generation,
+        ::audiokv::detail::describe("must come from this plan (generation ", plan.generation, ", ",
+                                    size_, " -> ", plan.n_kv_after, " cells)")
+            .c_str());
     // move_to[i] <= i, so a forward pass never overwrites an entry it still has to read.
     for (std::int32_t i = 0; i < size_; ++i) {
       const std::int32_t to = plan.move_to[i];
@@ -203,9 +208,11 @@ class slot_map {
   void gather(span<const float> physical, span<float> logical) const {
     constexpr const char* where = "slot_map::gather";
     AUDIOKV_REQUIRE(physical.size() >= static_cast<std::size_t>(size_), where, "physical.size()",
-                    physical.size(), detail::describe("must be >= size() = ", size_).c_str());
+                    physical.size(),
+                    ::audiokv::detail::describe("must be >= size() = ", size_).c_str());
     AUDIOKV_REQUIRE(logical.size() >= static_cast<std::size_t>(size_), where, "logical.size()",
-                    logical.size(), detail::describe("must be >= size() = ", size_).c_str());
+                    logical.size(),
+                    ::audiokv::detail::describe("must be >= size() = ", size_).c_str());
     for (std::int32_t i = 0; i < size_; ++i) logical[i] = physical[slot_[i]];
   }
 
@@ -213,15 +220,16 @@ class slot_map {
   /// A stable logical plan over exactly size() cells.
   void validate_logical(const char* where, const eviction_plan& plan) const {
     AUDIOKV_REQUIRE(plan.n_kv_before == size_, where, "plan.n_kv_before", plan.n_kv_before,
-                    detail::describe("must equal the map's size() = ", size_).c_str());
+                    ::audiokv::detail::describe("must equal the map's size() = ", size_).c_str());
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
                     "plan.move_to.size()", plan.move_to.size(),
-                    detail::describe("must equal the map's size() = ", size_).c_str());
+                    ::audiokv::detail::describe("must equal the map's size() = ", size_).c_str());
     const std::int32_t kept =
         types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
     AUDIOKV_REQUIRE(
         plan.n_kv_after == kept, where, "plan.n_kv_after", plan.n_kv_after,
-        detail::describe("must equal the kept cells of plan.move_to (", kept, ")").c_str());
+        ::audiokv::detail::describe("must equal the kept cells of plan.move_to (", kept, ")")
+            .c_str());
   }
 
   std::vector<std::int32_t> slot_;  ///< [capacity] physical slot of logical cell i
@@ -230,4 +238,9 @@ class slot_map {
   std::uint64_t generation_ = 0;
 };
 
+}  // namespace audiokv::pool
+
+namespace audiokv {
+using pool::hole_fill_plan;
+using pool::slot_map;
 }  // namespace audiokv
