@@ -129,8 +129,8 @@ void BM_SelectLowest(benchmark::State& state) {
     scores = random_probs(cells, seed++);
     std::fill(mask.begin(), mask.end(), 0);
     state.ResumeTiming();
-    audiokv::detail::radix_select_lowest(scores.data(), slots.data(), cells, cells / 10,
-                                         bits.data(), mask.data());
+    audiokv::policy::detail::radix_select_lowest(scores.data(), slots.data(), cells, cells / 10,
+                                                 bits.data(), mask.data());
     benchmark::DoNotOptimize(mask.data());
   }
 }

@@ -38,8 +38,8 @@ namespace {
 constexpr std::int32_t kHeads = 8;
 constexpr std::int32_t kGroup = 4;
 constexpr std::int32_t kWarmEvictions = 3;
-constexpr std::uint8_t kUnprotected = audiokv::detail::protect_none;
-constexpr std::uint8_t kAlways = audiokv::detail::protect_always;
+constexpr std::uint8_t kUnprotected = audiokv::policy::detail::protect_none;
+constexpr std::uint8_t kAlways = audiokv::policy::detail::protect_always;
 
 /// xorshift32: setup data without the cost of std::mt19937 at 32k cells x 8 heads x 100 steps.
 struct xorshift {
@@ -90,7 +90,7 @@ struct promotion_scratch {
 };
 
 template <class Pools>
-auto plan_promotions(const Pools& pools, const audiokv::detail::cell_store& store,
+auto plan_promotions(const Pools& pools, const audiokv::policy::detail::cell_store& store,
                      const float* scores, const std::uint8_t* protection,
                      audiokv::pool_tier* tier_after, promotion_scratch& s, int)
     -> decltype(pools.plan_promotions(store, scores, protection, tier_after, s.order.data(),
@@ -100,7 +100,7 @@ auto plan_promotions(const Pools& pools, const audiokv::detail::cell_store& stor
 }
 
 template <class Pools>
-void plan_promotions(const Pools& pools, const audiokv::detail::cell_store& store,
+void plan_promotions(const Pools& pools, const audiokv::policy::detail::cell_store& store,
                      const float* scores, const std::uint8_t* protection,
                      audiokv::pool_tier* tier_after, promotion_scratch& s, long) {
   pools.plan_promotions(store, scores, protection, tier_after, s.order.data(), s.order_b.data());
@@ -210,7 +210,8 @@ void BM_RooflineObserveGroup4(benchmark::State& state) {
 /// One KV head at the trigger, with the inputs of each phase taken from a real plan of it.
 struct head_at_trigger {
   std::unique_ptr<audiokv::tiered_cache<>> cache;
-  audiokv::detail::cell_store store;     // the cache's cells and tiers, for the parts' entry points
+  audiokv::policy::detail::cell_store
+      store;                             // the cache's cells and tiers, for the parts' entry points
   audiokv::eviction_plan plan;           // cache->plan() of this state: scores, scratch
   std::vector<float> voice;              // [n] voice of each cell
   std::vector<std::int32_t> speaker;     // [n] speaker ids (all 0)
@@ -279,7 +280,7 @@ std::unique_ptr<eviction_state> build_eviction_state(std::int32_t cells) {
     for (std::int32_t j = 0; j < n; ++j) head.voice[j] = voice_of(cache.positions()[j]);
     // The same cells in a cell_store: positions, voice and flags as appended, the cache's tiers.
     // The newest position is the last cell's: the recent window never evicts it.
-    head.store = audiokv::detail::cell_store(n, st->config.num_speakers);
+    head.store = audiokv::policy::detail::cell_store(n, st->config.num_speakers);
     std::vector<audiokv::frame_meta> kept(n);
     for (std::int32_t j = 0; j < n; ++j) {
       const std::int32_t p = cache.positions()[j];
@@ -292,11 +293,11 @@ std::unique_ptr<eviction_state> build_eviction_state(std::int32_t cells) {
     // The parts, run on the mirror, must reproduce the plan's own protection levels and tiers.
     std::vector<std::uint8_t> levels(n);
     promotion_scratch scratch_p(n);
-    audiokv::detail::protection_rules(st->config)
+    audiokv::policy::detail::protection_rules(st->config)
         .mark(head.store, levels.data(), scratch_p.order.data());
     std::vector<audiokv::pool_tier> tiers = head.tier_before;
-    plan_promotions(audiokv::detail::pool_manager(st->config), head.store, head.plan.scores.data(),
-                    levels.data(), tiers.data(), scratch_p, 0);
+    plan_promotions(audiokv::policy::detail::pool_manager(st->config), head.store,
+                    head.plan.scores.data(), levels.data(), tiers.data(), scratch_p, 0);
     if (!std::equal(levels.begin(), levels.end(), scratch.protection.begin()) ||
         !std::equal(tiers.begin(), tiers.end(), scratch.tier_after.begin())) {
       std::fprintf(stderr,
@@ -386,7 +387,7 @@ void BM_RooflineStage(benchmark::State& state) {
 void BM_RooflineProtection(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
   const std::int32_t n = st.cells;
-  const audiokv::detail::protection_rules rules(st.config);
+  const audiokv::policy::detail::protection_rules rules(st.config);
   std::vector<std::uint8_t> protection(static_cast<std::size_t>(n) * kHeads);
   std::vector<std::int32_t> boundary_pos(n);
   for (auto _ : state) {
@@ -466,10 +467,10 @@ void BM_RooflineSelect(benchmark::State& state) {
     state.ResumeTiming();
     for (std::int32_t h = 0; h < kHeads; ++h) {
       const auto& head = st.heads[h];
-      audiokv::detail::radix_select_lowest(head.plan.scores.data(), head.candidates.data(),
-                                           static_cast<std::int32_t>(head.candidates.size()),
-                                           head.evict_count, bits.data(),
-                                           mask.data() + static_cast<std::size_t>(h) * n);
+      audiokv::policy::detail::radix_select_lowest(
+          head.plan.scores.data(), head.candidates.data(),
+          static_cast<std::int32_t>(head.candidates.size()), head.evict_count, bits.data(),
+          mask.data() + static_cast<std::size_t>(h) * n);
     }
     benchmark::ClobberMemory();
   }
@@ -485,7 +486,7 @@ void BM_RooflineSelect(benchmark::State& state) {
 void BM_RooflinePromotions(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
   const std::int32_t n = st.cells;
-  const audiokv::detail::pool_manager pools(st.config);
+  const audiokv::policy::detail::pool_manager pools(st.config);
   std::vector<audiokv::pool_tier> tier_after(n);
   promotion_scratch scratch(n);
   double ready_or_base = 0.0;

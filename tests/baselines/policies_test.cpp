@@ -394,8 +394,8 @@ TEST(MarkLowest, LowestValueFirstThenLowestKeyAndTheCountClamped) {
   auto marked = [&](std::int32_t count, std::int32_t& returned) {
     std::vector<std::int32_t> order{0, 1, 2, 3, 4};
     std::vector<std::uint8_t> mask(5, 0);
-    returned =
-        audiokv::detail::mark_lowest(value.data(), key.data(), order.data(), 5, count, mask.data());
+    returned = audiokv::policy::detail::mark_lowest(value.data(), key.data(), order.data(), 5,
+                                                    count, mask.data());
     return mask;
   };
   std::int32_t n = -1;

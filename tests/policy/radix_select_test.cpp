@@ -40,8 +40,8 @@ TEST(RadixSelect, EqualsSortedSelectionWithTiesAndNegatives) {
     const std::int32_t k = m == 0 ? 0 : static_cast<std::int32_t>(rng() % (m + 1));
     std::vector<std::uint8_t> mask(n, 0);
     std::vector<std::uint32_t> bits(n);
-    audiokv::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
-                                         mask.data());
+    audiokv::policy::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
+                                                 mask.data());
     ASSERT_EQ(mask, reference(score, slots, k)) << "trial " << trial << " n " << n << " k " << k;
   }
 }
@@ -68,8 +68,8 @@ TEST(RadixSelect, EqualsSortedSelectionOnLongCrowdedInputs) {
                                           : m / 4 + static_cast<std::int32_t>(rng() % (m - m / 4));
     std::vector<std::uint8_t> mask(n, 0);
     std::vector<std::uint32_t> bits(n);
-    audiokv::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
-                                         mask.data());
+    audiokv::policy::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
+                                                 mask.data());
     ASSERT_EQ(mask, reference(score, slots, k)) << "trial " << trial << " n " << n << " k " << k;
   }
 }

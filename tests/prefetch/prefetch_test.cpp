@@ -318,7 +318,7 @@ TEST(Prefetch, PlansEqualThoseOfALargeStaticCapacity) {
 // ---- reserve() ----
 
 TEST(Prefetch, CellStoreReservePreservesEveryArray) {
-  detail::cell_store store(8, 3);
+  policy::detail::cell_store store(8, 3);
   std::vector<frame_meta> f(8);
   for (std::int32_t i = 0; i < 8; ++i) {
     f[i] = frame_meta{3 * i + 1, i % 3, 0.125f * i, static_cast<std::uint8_t>(i & 7), 0.5f - i};

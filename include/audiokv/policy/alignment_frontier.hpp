@@ -16,7 +16,7 @@
 
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Switches and parameters of the alignment-frontier rule.
 struct alignment_frontier_config {
@@ -105,4 +105,9 @@ class alignment_frontier {
   bool has_given_ = false;
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::alignment_frontier;
+using policy::alignment_frontier_config;
 }  // namespace audiokv

@@ -21,7 +21,7 @@
 #include "../error.hpp"
 #include "../types/eviction_plan.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Weights w_j >= 1 (cells each kept cell stands for) of one cache, kept in slot order
 /// alongside the policy's cells, and their logarithms as logit biases.
@@ -127,4 +127,8 @@ class attention_mass {
   std::int32_t size_ = 0;
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::attention_mass;
 }  // namespace audiokv

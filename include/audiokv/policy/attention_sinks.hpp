@@ -14,7 +14,7 @@
 #include "../core/selection.hpp"
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Switches and counts of the attention-sink rule.
 struct attention_sinks_config {
@@ -74,4 +74,9 @@ inline std::int32_t mark_attention_sinks(const attention_sinks_config& config,
   return marked + take;
 }
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::attention_sinks_config;
+using policy::mark_attention_sinks;
 }  // namespace audiokv

@@ -13,7 +13,7 @@
 #include "../types/prefetch_config.hpp"
 #include "speech_rules.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// How a frame's prior enters its final score.
 enum class prior_mode : std::uint8_t {
@@ -165,7 +165,7 @@ struct audiokv_config {
     const std::int64_t emergency = split.emergency_cells(budget);
     const std::int64_t trigger_level = trigger_cells();
     if (recent + emergency < trigger_level) return;
-    const std::string counts = detail::describe(
+    const std::string counts = ::audiokv::detail::describe(
         "the recent window (ceil(min_retention_ms / frame_ms) = ceil(", min_retention_ms, " / ",
         frame_ms, ") = ", recent,
         " frames) plus the emergency pool (floor(split.emergency x budget) = floor(",
@@ -173,18 +173,25 @@ struct audiokv_config {
         " protected cells must stay below the trigger level (ceil(trigger x budget) = ceil(",
         trigger, " x ", budget, ") = ", trigger_level, " cells)");
     if (recent >= trigger_level) {
-      detail::throw_invalid(where, "config.min_retention_ms", min_retention_ms,
-                            (counts + "; lower min_retention_ms (or raise budget)").c_str());
+      ::audiokv::detail::throw_invalid(
+          where, "config.min_retention_ms", min_retention_ms,
+          (counts + "; lower min_retention_ms (or raise budget)").c_str());
     }
     if (emergency >= trigger_level) {
-      detail::throw_invalid(where, "split.emergency", split.emergency,
-                            (counts + "; lower split.emergency (or raise trigger)").c_str());
+      ::audiokv::detail::throw_invalid(
+          where, "split.emergency", split.emergency,
+          (counts + "; lower split.emergency (or raise trigger)").c_str());
     }
-    detail::throw_invalid(where, "config.budget", budget,
-                          (counts + "; raise budget (or lower min_retention_ms or "
-                                    "split.emergency)")
-                              .c_str());
+    ::audiokv::detail::throw_invalid(where, "config.budget", budget,
+                                     (counts + "; raise budget (or lower min_retention_ms or "
+                                               "split.emergency)")
+                                         .c_str());
   }
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::audiokv_config;
+using policy::prior_mode;
 }  // namespace audiokv

@@ -10,7 +10,7 @@
 #include "../error.hpp"
 #include "../types/prefetch_config.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Forecast of the cells a cache needs over the next horizon_steps decode steps, from
 /// the frames appended at each past step. Allocates nothing; `prefetch_config::enabled` is not
@@ -83,4 +83,8 @@ class capacity_forecast {
   std::int64_t steps_ = 0;
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::capacity_forecast;
 }  // namespace audiokv

@@ -16,7 +16,7 @@
 #include "../types/frame.hpp"
 #include "../types/pool_split.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief One decode step's calls: append new frames, observe attention, and when
 /// wants_eviction() is true, plan() then apply() (the engine applies the same plan to its K/V).
@@ -69,7 +69,8 @@ class eviction_policy {
     AUDIOKV_REQUIRE(
         attention.size() == static_cast<std::size_t>(num_cells()),
         (std::string(name()) + "::observe").c_str(), "attention.size()", attention.size(),
-        detail::describe("must equal the number of cached cells (", num_cells(), ")").c_str());
+        ::audiokv::detail::describe("must equal the number of cached cells (", num_cells(), ")")
+            .c_str());
     observe(attention.data(), num_cells());
   }
 
@@ -106,4 +107,8 @@ class eviction_policy {
   virtual std::uint64_t id() const noexcept = 0;
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::eviction_policy;
 }  // namespace audiokv

@@ -16,7 +16,7 @@
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief out[j] = (1 + #{i in block(j) : (in[i], i) before (in[j], j)}) / block; block = 0 is
 /// the identity. Ties rank by position (older lower), as selection does.
@@ -56,4 +56,8 @@ struct local_rank_stage {
   }
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::local_rank_stage;
 }  // namespace audiokv

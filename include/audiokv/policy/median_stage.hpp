@@ -14,7 +14,7 @@
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief out[j] = median(in[j - W/2 .. j + W/2]) with the ends replicated. W odd.
 ///
@@ -64,4 +64,8 @@ struct median_stage {
   }
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::median_stage;
 }  // namespace audiokv

@@ -18,7 +18,7 @@
 #include "stage_traits.hpp"
 #include "trend_stage.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 namespace detail {
 
@@ -139,4 +139,9 @@ class smoothing_pipeline {
 using default_pipeline =
     smoothing_pipeline<median_stage<5>, trend_stage, local_rank_stage, speaker_norm_stage>;
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::default_pipeline;
+using policy::smoothing_pipeline;
 }  // namespace audiokv

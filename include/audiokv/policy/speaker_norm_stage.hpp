@@ -13,7 +13,7 @@
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief out[j] = in[j] / max(baseline[speaker[j]], floor).
 struct speaker_norm_stage {
@@ -45,4 +45,8 @@ struct speaker_norm_stage {
   }
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::speaker_norm_stage;
 }  // namespace audiokv

@@ -14,7 +14,7 @@
 #include "../error.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 namespace detail {
 
@@ -142,4 +142,9 @@ struct spectral_lowpass_stage {
   mutable std::vector<std::complex<double>> buffer_;  // [M] FFT workspace
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::spectral_lowpass_stage;
+using policy::spectral_padding;
 }  // namespace audiokv

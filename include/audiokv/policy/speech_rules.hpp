@@ -17,7 +17,7 @@
 #include "attention_sinks.hpp"
 #include "temporal_coverage.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Every speech rule, each with its own switch (an ablation turns one off).
 struct speech_rules_config {
@@ -137,4 +137,10 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   return true;
 }
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::apply_speech_rules;
+using policy::speech_rules_config;
+using policy::speech_tier;
 }  // namespace audiokv

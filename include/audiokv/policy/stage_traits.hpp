@@ -20,7 +20,7 @@
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 template <class S, class = void>
 struct has_row_apply : std::false_type {};
@@ -47,4 +47,14 @@ template <class S>
 concept cell_smoothing_stage = is_cell_stage_v<S>;
 #endif
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::has_row_apply;
+using policy::is_smoothing_stage;
+using policy::is_smoothing_stage_v;
+#if AUDIOKV_HAS_CONCEPTS
+using policy::cell_smoothing_stage;
+using policy::smoothing_stage;
+#endif
 }  // namespace audiokv

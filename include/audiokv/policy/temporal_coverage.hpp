@@ -14,7 +14,7 @@
 
 #include "../error.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Switches and parameters of the temporal-coverage rule.
 struct temporal_coverage_config {
@@ -202,4 +202,9 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
   return marked;
 }
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::mark_coverage_floor;
+using policy::temporal_coverage_config;
 }  // namespace audiokv

@@ -10,7 +10,7 @@
 #include "../core/trend.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief s[j] = w m[j] + (1 - w)(s[j-1] + d[j-1]); d[j] = g (s[j] - s[j-1]) + (1 - g) d[j-1].
 ///
@@ -27,4 +27,8 @@ struct trend_stage {
   }
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::trend_stage;
 }  // namespace audiokv

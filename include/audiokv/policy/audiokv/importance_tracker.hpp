@@ -16,7 +16,7 @@
 #include "../audiokv_config.hpp"
 #include "../detail/cell_store.hpp"
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// True when every value of [values, values + n) is finite and >= 0 (-0 included). Branch-free
 /// so the compiler vectorises it; the caller locates the first bad value only when it is false.
@@ -299,4 +299,4 @@ class importance_tracker {
   std::int64_t drift_history_ = 0;           // steps that fed global_std_
 };
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

@@ -27,7 +27,7 @@
 #include "pool_manager.hpp"
 #include "protection_rules.hpp"
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// @brief One planning call over a cache's parts (a view: it holds references and lives for
 /// one plan).
@@ -119,9 +119,10 @@ class planner {
       needed -= released;
     }
     AUDIOKV_REQUIRE(needed <= 0, "tiered_cache::plan", "target_cells", target,
-                    describe("is below the ", target + needed, " cells no plan may evict (of ", n,
-                             " cached: recent window of ", config_.retention_frames(),
-                             " frames, sinks, emergency pool)")
+                    ::audiokv::detail::describe(
+                        "is below the ", target + needed, " cells no plan may evict (of ", n,
+                        " cached: recent window of ", config_.retention_frames(),
+                        " frames, sinks, emergency pool)")
                         .c_str());
     store_.build_plan(out);
     out.protections_released = released;
@@ -238,4 +239,4 @@ class planner {
   const alignment_frontier& frontier_;
 };
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

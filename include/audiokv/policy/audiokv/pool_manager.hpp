@@ -14,7 +14,7 @@
 #include "../detail/radix_select.hpp"
 #include "protection_rules.hpp"
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// Gathers the slots j in [0, n) with pred(j) into `order` (ascending); returns their count.
 /// Without a branch on pred (tiers and levels interleave unpredictably): every slot is written
@@ -113,4 +113,4 @@ class pool_manager {
   std::int32_t trigger_cells_ = 0;
 };
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

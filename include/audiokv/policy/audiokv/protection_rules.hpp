@@ -12,7 +12,7 @@
 #include "../audiokv_config.hpp"
 #include "../detail/cell_store.hpp"
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// How strongly a cell is protected; apply_speech_rules() receives `protect_always` as its kept
 /// level.
@@ -107,4 +107,4 @@ class protection_rules {
   std::int32_t radius_ = 0;
 };
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

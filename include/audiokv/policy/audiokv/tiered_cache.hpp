@@ -32,7 +32,7 @@
 #include "pool_manager.hpp"
 #include "protection_rules.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Counters of what the cache has done, for monitoring and tests.
 struct audiokv_stats {
@@ -100,7 +100,8 @@ class tiered_cache final : public eviction_policy {
     for (std::int32_t i = 0; i < count; ++i) {
       if (frames[i].flags & frame_flag_sink) ++sinks;
       AUDIOKV_REQUIRE(sinks <= pools_.emergency_cells(), "tiered_cache::append",
-                      detail::indexed("frames", i) + ".flags", static_cast<int>(frames[i].flags),
+                      ::audiokv::detail::indexed("frames", i) + ".flags",
+                      static_cast<int>(frames[i].flags),
                       "one sink too many: sinks must fit in the emergency pool");
     }
     const std::int32_t first = store_.size();
@@ -337,7 +338,8 @@ class tiered_cache final : public eviction_policy {
     const std::size_t total = snapshot_size();
     AUDIOKV_REQUIRE(
         out.size() >= total, "tiered_cache::snapshot", "out.size()", out.size(),
-        detail::describe("must be at least snapshot_size() = ", total, " bytes").c_str());
+        ::audiokv::detail::describe("must be at least snapshot_size() = ", total, " bytes")
+            .c_str());
     detail::snapshot_writer w(out.data());
     w.u64(snapshot_magic);
     w.u32(snapshot_version);
@@ -381,10 +383,11 @@ class tiered_cache final : public eviction_policy {
     constexpr const char* where = "tiered_cache::restore";
     const std::size_t size = in.size();
     if (size < snapshot_header_bytes + 8) {
-      detail::throw_invalid(where, "snapshot", detail::describe(size, " bytes").c_str(),
-                            detail::describe("truncated: ", size, " of at least ",
-                                             snapshot_header_bytes + 8, " bytes")
-                                .c_str());
+      ::audiokv::detail::throw_invalid(
+          where, "snapshot", ::audiokv::detail::describe(size, " bytes").c_str(),
+          ::audiokv::detail::describe("truncated: ", size, " of at least ",
+                                      snapshot_header_bytes + 8, " bytes")
+              .c_str());
     }
     detail::snapshot_reader header(where, in.data());
     const std::uint64_t magic = header.u64();
@@ -393,10 +396,10 @@ class tiered_cache final : public eviction_policy {
     const std::uint32_t version = header.u32();
     // Messages with numbers are built only on failure, so an accepted restore allocates nothing.
     if (version != snapshot_version) {
-      header.check(
-          false, version, "format version",
-          detail::describe("is not supported (this build reads version ", snapshot_version, ")")
-              .c_str());
+      header.check(false, version, "format version",
+                   ::audiokv::detail::describe("is not supported (this build reads version ",
+                                               snapshot_version, ")")
+                       .c_str());
     }
     const std::uint32_t reserved = header.u32();
     header.check(reserved == 0, reserved, "header word 3", "must be 0");
@@ -413,37 +416,41 @@ class tiered_cache final : public eviction_policy {
                  "differs from this cache's config.num_speakers");
     const std::size_t expected = snapshot_bytes(cells);
     if (total != expected) {
-      header.check(false, total, "total size",
-                   detail::describe("disagrees with its counts (", expected, " bytes)").c_str());
+      header.check(
+          false, total, "total size",
+          ::audiokv::detail::describe("disagrees with its counts (", expected, " bytes)").c_str());
     }
     if (size != total) {
-      detail::throw_invalid(
-          where, "snapshot", detail::describe(size, " bytes").c_str(),
-          (size < total
-               ? detail::describe("truncated: ", size, " of ", total, " bytes")
-               : detail::describe("trailing bytes: ", size, " bytes, the snapshot has ", total))
+      ::audiokv::detail::throw_invalid(
+          where, "snapshot", ::audiokv::detail::describe(size, " bytes").c_str(),
+          (size < total ? ::audiokv::detail::describe("truncated: ", size, " of ", total, " bytes")
+                        : ::audiokv::detail::describe("trailing bytes: ", size,
+                                                      " bytes, the snapshot has ", total))
               .c_str());
     }
     detail::snapshot_reader tail(where, in.data() + (size - 8));
     const std::uint64_t stored_sum = tail.u64();
     const std::uint64_t sum = detail::fnv1a64(in.data(), size - 8);
     if (stored_sum != sum) {
-      detail::throw_invalid(where, "snapshot", detail::describe(size, " bytes").c_str(),
-                            "checksum mismatch (FNV-1a 64 of the payload): corrupt snapshot");
+      ::audiokv::detail::throw_invalid(
+          where, "snapshot", ::audiokv::detail::describe(size, " bytes").c_str(),
+          "checksum mismatch (FNV-1a 64 of the payload): corrupt snapshot");
     }
     const std::uint64_t own = config_fingerprint();
     if (fingerprint != own) {
-      header.check(false, fingerprint, "config fingerprint",
-                   detail::describe("differs from this cache's (", own,
-                                    "): the snapshot was made with another configuration or "
-                                    "pipeline")
-                       .c_str());
+      header.check(
+          false, fingerprint, "config fingerprint",
+          ::audiokv::detail::describe("differs from this cache's (", own,
+                                      "): the snapshot was made with another configuration or "
+                                      "pipeline")
+              .c_str());
     }
     if (capacity != store_.capacity()) {
-      header.check(false, capacity, "capacity",
-                   detail::describe("differs from this cache's capacity() = ", store_.capacity(),
-                                    capacity > store_.capacity() ? " (reserve() it first)" : "")
-                       .c_str());
+      header.check(
+          false, capacity, "capacity",
+          ::audiokv::detail::describe("differs from this cache's capacity() = ", store_.capacity(),
+                                      capacity > store_.capacity() ? " (reserve() it first)" : "")
+              .c_str());
     }
     load_state(in.data(), cells, /*commit=*/false);  // throws on the first bad value
     load_state(in.data(), cells, /*commit=*/true);
@@ -518,7 +525,8 @@ class tiered_cache final : public eviction_policy {
   bool is_protected(std::int32_t slot) const {
     AUDIOKV_REQUIRE(
         slot >= 0 && slot < store_.size(), "tiered_cache::is_protected", "slot", slot,
-        detail::describe("must be in [0, num_cells()) = [0, ", store_.size(), ")").c_str());
+        ::audiokv::detail::describe("must be in [0, num_cells()) = [0, ", store_.size(), ")")
+            .c_str());
     const pool_tier tier = store_.tier()[slot];
     const detail::protection_level level = protection_.level_of(store_, slot);
     return level == detail::protect_always || tier == pool_tier::emergency ||
@@ -611,4 +619,9 @@ class tiered_cache final : public eviction_policy {
   std::int64_t pending_frames_ = 0;  // frames appended since the last prefetch()
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::audiokv_stats;
+using policy::tiered_cache;
 }  // namespace audiokv

@@ -16,7 +16,7 @@
 #include "../scores/budget.hpp"
 #include "snapkv.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Configuration of adakv_group.
 struct adakv_config {
@@ -360,4 +360,10 @@ inline std::unique_ptr<eviction_policy> adakv_group::make_head(std::int32_t h) {
   return std::make_unique<adakv_head>(shared_from_this(), h);
 }
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::adakv_config;
+using policy::adakv_group;
+using policy::adakv_head;
 }  // namespace audiokv

@@ -21,7 +21,7 @@
 #include "../detail/mark_lowest.hpp"
 #include "../eviction_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Budget and storage of one baseline-managed (sequence, layer, KV head) cache.
 struct baseline_config {
@@ -130,9 +130,10 @@ class baseline_policy : public eviction_policy {
   /// or group planners (adakv_group) that select cells themselves.
   /// @throws audiokv::error naming "evict_mask.size()" unless it equals num_cells().
   void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const {
-    AUDIOKV_REQUIRE(evict_mask.size() == static_cast<std::size_t>(store_.size()),
-                    where_plan_.c_str(), "evict_mask.size()", evict_mask.size(),
-                    detail::describe("must equal num_cells() = ", store_.size()).c_str());
+    AUDIOKV_REQUIRE(
+        evict_mask.size() == static_cast<std::size_t>(store_.size()), where_plan_.c_str(),
+        "evict_mask.size()", evict_mask.size(),
+        ::audiokv::detail::describe("must equal num_cells() = ", store_.size()).c_str());
     std::uint8_t* mask = store_.clear_evict_mask(out);
     for (std::int32_t j = 0; j < store_.size(); ++j) mask[j] = evict_mask[j] != 0;
     finish_plan(out);
@@ -231,8 +232,8 @@ class baseline_policy : public eviction_policy {
   void check_group_size(std::int32_t rows) const {
     const std::int32_t required = required_group_size();
     AUDIOKV_REQUIRE(required == 0 || rows == required, where_observe_.c_str(), "group_size", rows,
-                    detail::describe("must equal config.group_size = ", required,
-                                     " (use observe_group for GQA rows)")
+                    ::audiokv::detail::describe("must equal config.group_size = ", required,
+                                                " (use observe_group for GQA rows)")
                         .c_str());
   }
 
@@ -257,4 +258,9 @@ class baseline_policy : public eviction_policy {
   std::int64_t cells_evicted_ = 0;
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::baseline_config;
+using policy::baseline_policy;
 }  // namespace audiokv

@@ -10,7 +10,7 @@
 #include "../../error.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Configuration of h2o: budget = hh_size + recent_size.
 struct h2o_config {
@@ -87,4 +87,9 @@ class h2o final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] candidate scratch
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::h2o;
+using policy::h2o_config;
 }  // namespace audiokv

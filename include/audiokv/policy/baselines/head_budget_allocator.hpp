@@ -11,7 +11,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Per-head budgets that sum exactly to a layer total.
 ///
@@ -70,4 +70,8 @@ struct head_budget_allocator {
   }
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::head_budget_allocator;
 }  // namespace audiokv

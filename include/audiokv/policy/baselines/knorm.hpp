@@ -14,7 +14,7 @@
 #include "../scores/knorm.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Knorm: score = -||k_j||_2 of the post-RoPE key of this KV head.
 ///
@@ -54,7 +54,7 @@ class knorm final : public baseline_policy {
                     "must point to count * head_dim values");
     const std::int64_t total = static_cast<std::int64_t>(count > 0 ? count : 0) * head_dim;
     for (std::int64_t i = 0; i < total; ++i) {
-      AUDIOKV_REQUIRE(std::isfinite(keys[i]), where, detail::indexed("keys", i), keys[i],
+      AUDIOKV_REQUIRE(std::isfinite(keys[i]), where, ::audiokv::detail::indexed("keys", i), keys[i],
                       "must be finite");
     }
     const std::int32_t first = num_cells();
@@ -69,8 +69,9 @@ class knorm final : public baseline_policy {
   void append_with_norms(span<const frame_meta> frames, span<const float> key_norms) {
     constexpr const char* where = "knorm::append_with_norms";
     check_count(where, "frames.size()", frames.size());
-    AUDIOKV_REQUIRE(key_norms.size() == frames.size(), where, "key_norms.size()", key_norms.size(),
-                    detail::describe("must equal frames.size() = ", frames.size()).c_str());
+    AUDIOKV_REQUIRE(
+        key_norms.size() == frames.size(), where, "key_norms.size()", key_norms.size(),
+        ::audiokv::detail::describe("must equal frames.size() = ", frames.size()).c_str());
     append_with_norms(frames.data(), key_norms.data(), static_cast<std::int32_t>(frames.size()));
   }
 
@@ -83,8 +84,8 @@ class knorm final : public baseline_policy {
     AUDIOKV_REQUIRE(head_dim >= 1, where, "head_dim", head_dim, "must be >= 1");
     const std::size_t expected = frames.size() * static_cast<std::size_t>(head_dim);
     AUDIOKV_REQUIRE(keys.size() == expected, where, "keys.size()", keys.size(),
-                    detail::describe("must equal frames.size() x head_dim = ", frames.size(), " x ",
-                                     head_dim, " = ", expected)
+                    ::audiokv::detail::describe("must equal frames.size() x head_dim = ",
+                                                frames.size(), " x ", head_dim, " = ", expected)
                         .c_str());
     append_with_keys(frames.data(), keys.data(), head_dim,
                      static_cast<std::int32_t>(frames.size()));
@@ -120,8 +121,8 @@ class knorm final : public baseline_policy {
   void select_evictions(std::int32_t target, std::uint8_t* mask) const override {
     const std::int32_t n = store().size();
     for (std::int32_t j = 0; j < n; ++j) {
-      AUDIOKV_REQUIRE(!std::isnan(score_[j]), where_plan(), detail::indexed("key_norms", j),
-                      "missing",
+      AUDIOKV_REQUIRE(!std::isnan(score_[j]), where_plan(),
+                      ::audiokv::detail::indexed("key_norms", j), "missing",
                       "no key norm was given for this cell (use append_with_norms, "
                       "append_with_keys or set_key_norms)");
       order_[j] = j;
@@ -141,7 +142,8 @@ class knorm final : public baseline_policy {
                     "must point to count norms");
     for (std::int32_t i = 0; i < count; ++i) {
       AUDIOKV_REQUIRE(std::isfinite(key_norms[i]) && key_norms[i] >= 0.0f, where,
-                      detail::indexed("key_norms", i), key_norms[i], "must be finite and >= 0");
+                      ::audiokv::detail::indexed("key_norms", i), key_norms[i],
+                      "must be finite and >= 0");
     }
   }
 
@@ -149,4 +151,8 @@ class knorm final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::knorm;
 }  // namespace audiokv

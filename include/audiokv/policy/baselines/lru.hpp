@@ -13,7 +13,7 @@
 #include "../../error.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Configuration of lru.
 struct lru_config {
@@ -84,4 +84,9 @@ class lru final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::lru;
+using policy::lru_config;
 }  // namespace audiokv

@@ -10,7 +10,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief score[j] = (sum of the attention cell j received) / (number of rows observed since j
 /// was appended). Appending one frame per observed query row reproduces kvpress's
@@ -73,4 +73,8 @@ class observed_attention final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::observed_attention;
 }  // namespace audiokv

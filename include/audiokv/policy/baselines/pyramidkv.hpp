@@ -11,7 +11,7 @@
 #include "../scores/budget.hpp"
 #include "snapkv.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Configuration of pyramidkv. snap.base.budget is the MEAN budget over layers (the
 /// kvpress N(1 - r)); this layer's budget is pyramid_layer_budget_mean(inf, mean, w, beta, L, l).
@@ -72,4 +72,9 @@ class pyramidkv final : public snapkv {
   std::int32_t mean_budget_;
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::pyramidkv;
+using policy::pyramidkv_config;
 }  // namespace audiokv

@@ -9,7 +9,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Configuration of random_eviction.
 struct random_config {
@@ -62,4 +62,9 @@ class random_eviction final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::random_config;
+using policy::random_eviction;
 }  // namespace audiokv

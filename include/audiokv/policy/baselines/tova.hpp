@@ -10,7 +10,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv {
+namespace audiokv::policy {
 
 /// @brief Configuration of tova.
 struct tova_config {
@@ -64,4 +64,9 @@ class tova final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
+}  // namespace audiokv::policy
+
+namespace audiokv {
+using policy::tova;
+using policy::tova_config;
 }  // namespace audiokv

@@ -26,7 +26,7 @@
 #include "../../types/move_map.hpp"
 #include "../../types/pool_split.hpp"
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// The view an unchecked-length observe_group(pointer, group_size, num_cells) reads: exactly
 /// group_size * num_cells floats, or none when either count is invalid (the span form then
@@ -138,8 +138,9 @@ class snapshot_reader {
   template <class Value>
   [[noreturn]] void fail(const Value& value, const char* field, long long index,
                          const char* expectation) const {
-    const std::string name = index >= 0 ? indexed(field, index) : std::string(field);
-    throw_invalid(
+    const std::string name =
+        index >= 0 ? ::audiokv::detail::indexed(field, index) : std::string(field);
+    ::audiokv::detail::throw_invalid(
         where_, "snapshot", value,
         (name + " " + expectation + " (field ending at byte " + std::to_string(at_) + ")").c_str());
   }
@@ -373,24 +374,28 @@ class cell_store {
     AUDIOKV_REQUIRE(count >= 0, where, "count", count, "must be >= 0");
     AUDIOKV_REQUIRE(count == 0 || frames != nullptr, where, "frames", "nullptr",
                     "must point to count frames");
-    AUDIOKV_REQUIRE(static_cast<std::int64_t>(size_) + count <= capacity_, where, "count", count,
-                    describe("exceeds the free capacity: ", capacity_ - size_, " of ", capacity_,
-                             " slots free (plan and apply an eviction first)")
-                        .c_str());
+    AUDIOKV_REQUIRE(
+        static_cast<std::int64_t>(size_) + count <= capacity_, where, "count", count,
+        ::audiokv::detail::describe("exceeds the free capacity: ", capacity_ - size_, " of ",
+                                    capacity_, " slots free (plan and apply an eviction first)")
+            .c_str());
     std::int64_t previous = has_frames_ ? static_cast<std::int64_t>(newest_pos_) : INT64_MIN;
     for (std::int32_t i = 0; i < count; ++i) {
       const frame_meta& f = frames[i];
-      AUDIOKV_REQUIRE(f.pos > previous, where, indexed("frames", i) + ".pos", f.pos,
+      AUDIOKV_REQUIRE(f.pos > previous, where, ::audiokv::detail::indexed("frames", i) + ".pos",
+                      f.pos,
                       "must be greater than the previous frame's position (frames out of order)");
       AUDIOKV_REQUIRE(f.speaker >= 0 && f.speaker < num_speakers_, where,
-                      indexed("frames", i) + ".speaker", f.speaker,
+                      ::audiokv::detail::indexed("frames", i) + ".speaker", f.speaker,
                       "unknown speaker id (must be in [0, num_speakers))");
       AUDIOKV_REQUIRE(std::isfinite(f.voice) && f.voice >= 0.0f && f.voice <= 1.0f, where,
-                      indexed("frames", i) + ".voice", f.voice, "must be in [0, 1]");
-      AUDIOKV_REQUIRE(std::isfinite(f.prior), where, indexed("frames", i) + ".prior", f.prior,
+                      ::audiokv::detail::indexed("frames", i) + ".voice", f.voice,
+                      "must be in [0, 1]");
+      AUDIOKV_REQUIRE(std::isfinite(f.prior), where,
+                      ::audiokv::detail::indexed("frames", i) + ".prior", f.prior,
                       "must be finite");
-      AUDIOKV_REQUIRE(!cells_.table_ || cells_.table_->agrees(f), where, indexed("frames", i),
-                      f.pos,
+      AUDIOKV_REQUIRE(!cells_.table_ || cells_.table_->agrees(f), where,
+                      ::audiokv::detail::indexed("frames", i), f.pos,
                       "differs from the frame the sequence's shared frame table holds at this "
                       "position (every cache of a sequence appends the same frames)");
       previous = f.pos;
@@ -399,8 +404,9 @@ class cell_store {
 
   /// Checks num_cells == size(); throws naming "num_cells" with the expected count.
   void validate_num_cells(const char* where, std::int32_t num_cells) const {
-    AUDIOKV_REQUIRE(num_cells == size_, where, "num_cells", num_cells,
-                    describe("must equal the number of cached cells (", size_, ")").c_str());
+    AUDIOKV_REQUIRE(
+        num_cells == size_, where, "num_cells", num_cells,
+        ::audiokv::detail::describe("must equal the number of cached cells (", size_, ")").c_str());
   }
 
   /// Checks one step's scores over the cached cells, [num_cells] with num_cells == size(),
@@ -411,7 +417,8 @@ class cell_store {
                     "must point to the scores");
     for (std::int32_t j = 0; j < num_cells; ++j) {
       AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
-                      indexed("attention", j), attention[j], "must be finite and >= 0");
+                      ::audiokv::detail::indexed("attention", j), attention[j],
+                      "must be finite and >= 0");
     }
   }
 
@@ -423,18 +430,20 @@ class cell_store {
     AUDIOKV_REQUIRE(group_size >= 1, where, "group_size", group_size, "must be >= 1");
     validate_num_cells(where, num_cells);
     const std::int64_t total = static_cast<std::int64_t>(group_size) * num_cells;
-    AUDIOKV_REQUIRE(
-        attention.size() == static_cast<std::size_t>(total), where, "attention.size()",
-        attention.size(),
-        describe("must equal group_size x num_cells = ", group_size, " x ", num_cells, " = ", total)
-            .c_str());
+    AUDIOKV_REQUIRE(attention.size() == static_cast<std::size_t>(total), where, "attention.size()",
+                    attention.size(),
+                    ::audiokv::detail::describe("must equal group_size x num_cells = ", group_size,
+                                                " x ", num_cells, " = ", total)
+                        .c_str());
     AUDIOKV_REQUIRE(total == 0 || attention.data() != nullptr, where, "attention", "nullptr",
                     "must point to the scores");
     const float* values = attention.data();
     for (std::int64_t i = 0; i < total; ++i) {
-      AUDIOKV_REQUIRE(std::isfinite(values[i]) && values[i] >= 0.0f, where,
-                      indexed(indexed("attention", i / num_cells).c_str(), i % num_cells),
-                      values[i], "must be finite and >= 0");
+      AUDIOKV_REQUIRE(
+          std::isfinite(values[i]) && values[i] >= 0.0f, where,
+          ::audiokv::detail::indexed(::audiokv::detail::indexed("attention", i / num_cells).c_str(),
+                                     i % num_cells),
+          values[i], "must be finite and >= 0");
     }
   }
 
@@ -510,38 +519,40 @@ class cell_store {
 
   /// Throws unless `plan` was made for the current state and is well formed.
   void validate_plan(const char* where, const eviction_plan& plan) const {
-    AUDIOKV_REQUIRE(
-        plan.cache_id == id(), where, "plan.cache_id", plan.cache_id,
-        describe("foreign plan: it was made by cache ", plan.cache_id, ", not by this cache (id ",
-                 id(), "); a plan applies only to the cache that made it")
-            .c_str());
-    AUDIOKV_REQUIRE(
-        plan.generation == generation_ && plan.n_kv_before == size_, where, "plan.generation",
-        plan.generation,
-        describe("stale plan: it was made for generation ", plan.generation, " with ",
-                 plan.n_kv_before, " cells, but this cache is at generation ", generation_,
-                 " with ", size_, " cells (every append and apply starts a new generation)")
-            .c_str());
+    AUDIOKV_REQUIRE(plan.cache_id == id(), where, "plan.cache_id", plan.cache_id,
+                    ::audiokv::detail::describe("foreign plan: it was made by cache ",
+                                                plan.cache_id, ", not by this cache (id ", id(),
+                                                "); a plan applies only to the cache that made it")
+                        .c_str());
+    AUDIOKV_REQUIRE(plan.generation == generation_ && plan.n_kv_before == size_, where,
+                    "plan.generation", plan.generation,
+                    ::audiokv::detail::describe(
+                        "stale plan: it was made for generation ", plan.generation, " with ",
+                        plan.n_kv_before, " cells, but this cache is at generation ", generation_,
+                        " with ", size_, " cells (every append and apply starts a new generation)")
+                        .c_str());
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
                     "plan.move_to.size()", plan.move_to.size(),
-                    describe("must equal num_cells() = ", size_).c_str());
+                    ::audiokv::detail::describe("must equal num_cells() = ", size_).c_str());
     const std::int32_t kept =
         types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
-    AUDIOKV_REQUIRE(kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
-                    describe("must equal the number of kept cells (", kept, ")").c_str());
+    AUDIOKV_REQUIRE(
+        kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
+        ::audiokv::detail::describe("must equal the number of kept cells (", kept, ")").c_str());
     // evict must list exactly the slots with move_to == -1, ascending.
     std::size_t next = 0;
     for (std::int32_t i = 0; i < size_; ++i) {
       if (plan.move_to[i] != core::evicted_slot) continue;
       AUDIOKV_REQUIRE(next < plan.evict.size() && plan.evict[next] == i, where,
-                      indexed("plan.evict", static_cast<long long>(next)),
+                      ::audiokv::detail::indexed("plan.evict", static_cast<long long>(next)),
                       next < plan.evict.size() ? plan.evict[next] : -1,
                       "must list the evicted slots (move_to == -1) in ascending order");
       ++next;
     }
-    AUDIOKV_REQUIRE(
-        next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
-        describe("must equal the number of cells with move_to == -1 (", next, ")").c_str());
+    AUDIOKV_REQUIRE(next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
+                    ::audiokv::detail::describe(
+                        "must equal the number of cells with move_to == -1 (", next, ")")
+                        .c_str());
     for (const std::int32_t slot : plan.promote) {
       AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
                           tier_[slot] == pool_tier::buffer,
@@ -697,4 +708,4 @@ class cell_store {
   cache_identity identity_;  // a copy is another cache; a move keeps the id
 };
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// @brief Marks in `mask` the `count` entries of order[0, size) that come first in the order
 /// (value, key) ascending: core::evicts_before for any value type. Keys are unique, so the
@@ -27,4 +27,4 @@ std::int32_t mark_lowest(const Value* value, const Key* key, std::int32_t* order
   return count;
 }
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

@@ -11,7 +11,7 @@
 
 #include "../../core/selection_key.hpp"
 
-namespace audiokv::detail {
+namespace audiokv::policy::detail {
 
 /// @brief Marks in `mask` (indexed by slot) the `k` lowest of the cells `slots[0..n)`, by
 /// (score[slot], slot). @pre slots ascend; 0 <= k <= n. Never allocates.
@@ -88,4 +88,4 @@ inline void radix_select_lowest(const float* score, const std::int32_t* slots, s
   }
 }
 
-}  // namespace audiokv::detail
+}  // namespace audiokv::policy::detail

@@ -13,7 +13,7 @@
 #include "../../error.hpp"
 #include "budget.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// @brief The AdaKV pruning step over heads of possibly different lengths.
 ///
@@ -96,4 +96,8 @@ inline std::int64_t adakv_select(const float* scores, std::int32_t num_heads, st
   return kept_total;
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -9,7 +9,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// kvpress 0.5.5 `compute_n_kept(N, r)`: 0 when r >= 1, else max(1, int(N * (1 - r))), with the
 /// product in double and int() truncation (not round): int(100 * (1 - 0.8)) == 19.
@@ -89,4 +89,8 @@ inline std::int64_t adakv_n_safe(std::int64_t n_kept, double alpha) {
   return safe < 1 ? 1 : safe;
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -11,7 +11,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// How reduce_1d combines the scores under the kernel.
 enum class kernel_reduce : std::uint8_t { avg = 0, max = 1 };
@@ -43,4 +43,8 @@ inline void validate_kernel(const char* where, std::int32_t kernel) {
   AUDIOKV_REQUIRE(kernel >= 1 && kernel % 2 == 1, where, "kernel", kernel, "must be odd and >= 1");
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -9,7 +9,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// L2 norm of one key row, accumulated in double (kvpress 0.5.5 computes it in >= fp32).
 inline float key_norm(const float* key, std::int32_t head_dim) {
@@ -38,4 +38,8 @@ inline void knorm_scores(const float* keys, std::int32_t num_kv_heads, std::int3
   for (std::int64_t r = 0; r < rows; ++r) out[r] = -key_norm(keys + r * head_dim, head_dim);
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -9,7 +9,7 @@
 #include "../../error.hpp"
 #include "validate.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// @brief out[kv][j] = mean_{g<G} ( sum_{i<n} A[kv*G+g][i][j] / (n - j) ).
 /// @param attn      [num_kv_heads * group_size, n, n] the full causal attention (zeros above
@@ -42,4 +42,8 @@ inline void observed_attention_scores(const float* attn, std::int32_t num_kv_hea
   }
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -13,7 +13,7 @@
 #include "kernel_reduce.hpp"
 #include "validate.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// Doubles of workspace snapkv_scores needs: 3 * (n - window).
 inline std::size_t snapkv_workspace_size(std::int32_t n, std::int32_t window) {
@@ -76,4 +76,8 @@ inline void snapkv_scores(const float* window_attn, std::int32_t num_kv_heads,
   }
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -10,7 +10,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// @brief out[j] = 0 for j in [n_sink, n_sink + n_pruned), else 1, with
 /// n_pruned = n - int(n (1 - r)) as kvpress computes it: int() truncation WITHOUT the >= 1 clamp
@@ -33,4 +33,8 @@ inline void streaming_llm_scores(std::int32_t n, double compression_ratio, std::
   }
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

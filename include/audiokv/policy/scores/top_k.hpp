@@ -12,7 +12,7 @@
 #include "../../core/selection.hpp"
 #include "../../error.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// @brief Writes the indices of the `n_kept` highest scores to `kept`, ascending.
 /// @param scores    [n] higher means keep; NaN is rejected (+-inf allowed).
@@ -56,4 +56,8 @@ inline std::vector<std::int32_t> select_top_k(const std::vector<float>& scores,
   return kept;
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

@@ -10,7 +10,7 @@
 #include "../../error.hpp"
 #include "validate.hpp"
 
-namespace audiokv::scores {
+namespace audiokv::policy::scores {
 
 /// @brief TOVA scores, repeated for every KV head.
 ///
@@ -46,4 +46,8 @@ inline void tova_scores(const float* last_rows, std::int32_t num_q_heads, std::i
   }
 }
 
-}  // namespace audiokv::scores
+}  // namespace audiokv::policy::scores
+
+namespace audiokv {
+namespace scores = policy::scores;
+}  // namespace audiokv

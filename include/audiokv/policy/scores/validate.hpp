@@ -8,7 +8,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv::scores::detail {
+namespace audiokv::policy::scores::detail {
 
 /// Throws naming `name[i]` unless values[0..count) are finite and >= 0 (attention weights).
 inline void require_attention(const char* where, const char* name, const float* values,
@@ -28,4 +28,4 @@ inline void require_heads(const char* where, std::int32_t num_kv_heads, std::int
                   "must be >= 1 (num_q_heads / num_kv_heads)");
 }
 
-}  // namespace audiokv::scores::detail
+}  // namespace audiokv::policy::scores::detail
