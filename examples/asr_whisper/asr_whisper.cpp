@@ -72,6 +72,8 @@ struct options {
   double silence_weight = -1;         ///< audiokv speech.coverage.silence_weight
   double lookback_ms = -1;            ///< audiokv speech.frontier.lookback_ms
   double past_density = -1;           ///< audiokv speech.frontier.past_density
+  double past_decay_ms = -1;          ///< audiokv speech.frontier.past_decay_ms
+  double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
   double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
@@ -144,7 +146,8 @@ void usage(std::ostream& os) {
         "                  plan scores (the baselines) reduce to 0: candidates go by position.\n"
         "                  The streaming protocol always plans per head\n"
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
-        "  --silence-weight W, --lookback-ms MS, --past-density D  audiokv speech rules\n"
+        "  --silence-weight W, --lookback-ms MS, --past-density D, --past-decay-ms MS,\n"
+        "  --frontier-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
         "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
         "                  one-shot compression after --observe-steps; streaming: frames revealed\n"
@@ -295,6 +298,9 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (o.silence_weight >= 0) speech.coverage.silence_weight = static_cast<float>(o.silence_weight);
   if (o.lookback_ms >= 0) speech.frontier.lookback_ms = static_cast<float>(o.lookback_ms);
   if (o.past_density >= 0) speech.frontier.past_density = static_cast<float>(o.past_density);
+  if (o.past_decay_ms >= 0) speech.frontier.past_decay_ms = static_cast<float>(o.past_decay_ms);
+  if (o.frontier_density >= 0)
+    speech.frontier.frontier_density = static_cast<float>(o.frontier_density);
   const std::string& name = o.policy;
   if (name == "audiokv_sinks") speech.sinks.enabled = true;
   if (name == "audiokv_no_sinks" || name == "audiokv_no_rules") speech.sinks.enabled = false;
@@ -417,6 +423,10 @@ int run(int argc, char** argv) {
       o.lookback_ms = std::stod(next());
     else if (a == "--past-density")
       o.past_density = std::stod(next());
+    else if (a == "--past-decay-ms")
+      o.past_decay_ms = std::stod(next());
+    else if (a == "--frontier-density")
+      o.frontier_density = std::stod(next());
     else if (a == "--no-alignment")
       o.pass_alignment = false;
     else if (a == "--head-budget")

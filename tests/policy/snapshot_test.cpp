@@ -370,6 +370,8 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       [](audiokv_config& c) { c.speech.frontier.filter = 7; },
       [](audiokv_config& c) { c.speech.frontier.lookback_ms = 900.0f; },
       [](audiokv_config& c) { c.speech.frontier.past_density = 0.3f; },
+      [](audiokv_config& c) { c.speech.frontier.past_decay_ms = 2000.0f; },
+      [](audiokv_config& c) { c.speech.frontier.frontier_density = 0.5f; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {
     SCOPED_TRACE("config change " + std::to_string(i));

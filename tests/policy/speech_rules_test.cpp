@@ -235,6 +235,64 @@ TEST(SpeechRules, FramesBehindTheFrontierThinToAStridedPast) {
   EXPECT_NEAR(ahead, 153, 3);
 }
 
+// Age decay T = 10 frames, past density 0, dense from 10: [0, 10) weighs
+// 10 ln((10 + 10 - 0) / (10 + 10 - 10)) = 10 ln 2 = 6.93 against 10 for [10, 20), so the
+// quotas are round(4 * 6.93 / 16.93) = 2 and 2 (a constant density 0 gives 0 and 4).
+TEST(TemporalCoverage, AgeDecayGivesThePastAHarmonicWeight) {
+  cells c(20);
+  EXPECT_EQ(mark_coverage_floor(c.pos.data(), c.voice.data(), c.score.data(), c.n(), 4, 10,
+                                /*dense_from=*/10, /*past_density=*/0.0, /*silence=*/1.0,
+                                c.tier.data(), 2, INT64_MAX, /*past_decay_frames=*/10.0),
+            4);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{2, 7, 12, 17}));
+  // Past density 0.5, T = 5: [0, 10) weighs 0.5 * 10 + 0.5 * 5 ln(15 / 5), [10, 20) 10; without
+  // the decay, 0.5 * 10 + 10.
+  EXPECT_NEAR(detail::coverage_time_weight(0, 20, 10, 0.5, 5.0), 15.0 + 2.5 * std::log(3.0), 1e-12);
+  EXPECT_DOUBLE_EQ(detail::coverage_time_weight(0, 20, 10, 0.5, 0.0), 15.0);
+}
+
+/// Floor cells of apply_speech_rules() on 20 cells at positions 0..19 of 10 ms, equal scores,
+/// segments of 10 frames, the engine's frontier at 15 with a 5-frame look-back (dense from 10).
+std::vector<std::int32_t> floor_cells(std::int32_t keep, float frontier_density,
+                                      float past_density = 0.25f) {
+  const std::int32_t n = 20;
+  std::vector<std::int32_t> pos(n), order(n);
+  std::vector<float> voice(n, 1.0f), importance(n, 0.0f), score(n, 0.0f), raw(n);
+  std::vector<std::uint8_t> tier(n);
+  for (std::int32_t j = 0; j < n; ++j) pos[j] = j;
+  speech_rules_config config;
+  config.sinks.enabled = false;
+  config.coverage.segment_ms = 100.0f;
+  config.coverage.share = 1.0f;
+  config.frontier.lookback_ms = 50.0f;
+  config.frontier.past_density = past_density;
+  config.frontier.frontier_density = frontier_density;
+  alignment_frontier frontier;
+  frontier.set_position(15);
+  apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(), nullptr, 0, n,
+                     keep, frontier, score.data(), raw.data(), tier.data(), order.data());
+  return marked(tier, static_cast<std::uint8_t>(speech_tier::floor));
+}
+
+// Frontier first, density 0.5: [10, 20) takes floor(0.5 * 10) = 5 floor cells (sub-spans of 2,
+// centres 11, 13, ..., 19), the other 3 of the 8 cover [0, 10) (sub-spans of 10/3, centres
+// 1.67, 5, 8.33). Without it, one floor: weights 0.25 * 10 and 10, quotas round(8 * 2.5 /
+// 12.5) = 2 and 6.
+TEST(SpeechRules, FrontierFirstFloorCoversTheFrontierBeforeThePast) {
+  EXPECT_EQ(floor_cells(8, 0.5f), (std::vector<std::int32_t>{2, 5, 8, 11, 13, 15, 17, 19}));
+  EXPECT_EQ(floor_cells(8, 0.0f), (std::vector<std::int32_t>{2, 7, 11, 12, 14, 16, 17, 19}));
+  // Density 1 and a floor of 8: all 8 in [10, 20) (sub-spans of 1.25, centres 10.625, 11.875,
+  // ..., 19.375), none behind.
+  EXPECT_EQ(floor_cells(8, 1.0f), (std::vector<std::int32_t>{11, 12, 13, 14, 16, 17, 18, 19}));
+  // A floor of 12 holds every cell of [10, 20) and covers [0, 10) with the 2 left (centres
+  // 2.5 -> 2, the older of a tie, and 7.5 -> 7); with past density 0 the past has no weight,
+  // so the 2 left go to the scores instead.
+  EXPECT_EQ(floor_cells(12, 1.0f),
+            (std::vector<std::int32_t>{2, 7, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  EXPECT_EQ(floor_cells(12, 1.0f, 0.0f),
+            (std::vector<std::int32_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+}
+
 // Positions 0..5, keep 0, 3, 5: cell 1 -> 0 (distance 1 < 2), cell 2 -> 3, cell 4 -> 3 (tie
 // with 5: the older). Weights 2, 3, 1.
 TEST(AttentionMass, EvictedCellsJoinTheNearestKeptCell) {
@@ -274,6 +332,29 @@ TEST(SpeechRules, ConfigValidationNamesTheField) {
   config.speech.coverage.share = 0.5f;
   config.speech.frontier.filter = 4;
   EXPECT_THROW(config.validate(), audiokv::error);
+  config.speech.frontier.filter = 5;
+  for (const float bad : {-0.1f, 1.5f, std::nanf("")}) {
+    audiokv_config c = config;
+    c.speech.frontier.frontier_density = bad;
+    try {
+      c.validate();
+      FAIL() << "no error for frontier_density " << bad;
+    } catch (const audiokv::error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.frontier_density"),
+                std::string::npos);
+    }
+  }
+  for (const float bad : {-1.0f, 2e9f, std::nanf("")}) {
+    audiokv_config c = config;
+    c.speech.frontier.past_decay_ms = bad;
+    try {
+      c.validate();
+      FAIL() << "no error for past_decay_ms " << bad;
+    } catch (const audiokv::error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.past_decay_ms"),
+                std::string::npos);
+    }
+  }
 }
 
 }  // namespace

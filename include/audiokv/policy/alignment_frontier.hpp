@@ -35,6 +35,17 @@ struct alignment_frontier_config {
   /// Relative time density of the coverage floor behind frontier - lookback_ms: 1 keeps the
   /// past as densely covered as the audio ahead, 0 leaves it to the scores alone.
   float past_density = 0.25f;
+  /// Age decay of the past's density (0: off, a constant past_density): a frame a frames behind
+  /// frontier - lookback_ms counts at past_density + (1 - past_density) / (1 + a / T), T =
+  /// ceil(past_decay_ms / frame_ms), the harmonic profile a uniform stride leaves behind when it
+  /// is applied again at every chunk of a stream.
+  float past_decay_ms = 0.0f;
+  /// Frontier-first floor (0: off, one floor over all time): the coverage floor first covers
+  /// [frontier - lookback_ms, newest] with at most frontier_density cells per frame (at most
+  /// the whole floor), and only the floor cells left over are spread over the past by its
+  /// weights. The decoder reads the audio at its frontier; a floor spread evenly over a long
+  /// past thins exactly that stretch when the budget is small.
+  float frontier_density = 0.0f;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
@@ -45,6 +56,12 @@ struct alignment_frontier_config {
     AUDIOKV_REQUIRE(std::isfinite(past_density) && past_density >= 0.0f && past_density <= 1.0f,
                     where, "config.speech.frontier.past_density", past_density,
                     "must be in [0, 1]");
+    AUDIOKV_REQUIRE(std::isfinite(past_decay_ms) && past_decay_ms >= 0.0f && past_decay_ms <= 1e9f,
+                    where, "config.speech.frontier.past_decay_ms", past_decay_ms,
+                    "must be in [0, 1e9]");
+    AUDIOKV_REQUIRE(
+        std::isfinite(frontier_density) && frontier_density >= 0.0f && frontier_density <= 1.0f,
+        where, "config.speech.frontier.frontier_density", frontier_density, "must be in [0, 1]");
   }
 };
 

@@ -50,7 +50,9 @@ enum class speech_tier : std::uint8_t { rest = 0, ahead = 1, floor = 2, sink = 3
 /// and `keep` counts only the other cells. keep: the cells the plan keeps besides those. Sinks
 /// (at most sinks.max_share * keep) come first; the coverage floor takes floor(share * (keep -
 /// sinks)) cells; with a known frontier f, positions before f - ceil(lookback_ms / frame_ms)
-/// count at past_density in the floor, floor cells after f are chosen by position only, and
+/// count at past_density in the floor (decaying with age when frontier.past_decay_ms > 0; the
+/// positions from f - lookback on are covered first when frontier.frontier_density > 0), floor
+/// cells after f are chosen by position only, and
 /// cells from f - lookback on that are neither sinks nor floor form the `ahead` tier. The
 /// frontier is the engine's position when it gave one; else, when frontier.estimate, the
 /// position of the cell of highest importance (the running attention, whose peak follows the
@@ -112,11 +114,46 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
         std::floor(static_cast<double>(config.coverage.share) * std::max(keep - sinks, 0) + 1e-9));
     const auto segment = static_cast<std::int32_t>(std::max(
         1.0, std::ceil(static_cast<double>(config.coverage.segment_ms) / frame_ms - 1e-6)));
+    constexpr auto floor_tier = static_cast<std::uint8_t>(speech_tier::floor);
+    const double past = has_frontier ? config.frontier.past_density : 1.0;
+    const double decay =
+        has_frontier && config.frontier.past_decay_ms > 0.0f
+            ? std::max(
+                  1.0,
+                  std::ceil(static_cast<double>(config.frontier.past_decay_ms) / frame_ms - 1e-6))
+            : 0.0;
+    const double silence = config.coverage.silence_weight;
     // Ahead of a known frontier the decoder has not attended yet: the floor goes by position.
-    mark_coverage_floor(pos, voice, raw, n, quota, segment, dense_from,
-                        has_frontier ? config.frontier.past_density : 1.0,
-                        config.coverage.silence_weight, tier,
-                        static_cast<std::uint8_t>(speech_tier::floor), at);
+    if (has_frontier && config.frontier.frontier_density > 0.0f && dense_from <= pos[n - 1]) {
+      // Frontier first: the cells from dense_from on (a suffix, positions ascend) get up to
+      // floor(frontier_density * their frames) floor cells, all of their unkept cells when
+      // that many; the floor cells left over cover the cells before them.
+      const std::int32_t k = static_cast<std::int32_t>(
+          std::lower_bound(pos, pos + n, dense_from,
+                           [](std::int32_t p, std::int64_t v) { return p < v; }) -
+          pos);
+      const std::int64_t frames =
+          static_cast<std::int64_t>(pos[n - 1]) + 1 - std::max<std::int64_t>(dense_from, pos[k]);
+      const auto dense_quota = static_cast<std::int32_t>(
+          std::min<double>(quota, std::floor(static_cast<double>(config.frontier.frontier_density) *
+                                                 static_cast<double>(frames) +
+                                             1e-9)));
+      std::int32_t unkept = 0;
+      for (std::int32_t j = k; j < n; ++j) unkept += tier[j] == rest ? 1 : 0;
+      std::int32_t dense = 0;
+      if (dense_quota >= unkept) {
+        for (std::int32_t j = k; j < n; ++j) tier[j] = tier[j] == rest ? floor_tier : tier[j];
+        dense = unkept;
+      } else {
+        dense = mark_coverage_floor(pos + k, voice + k, raw + k, n - k, dense_quota, segment,
+                                    dense_from, 1.0, silence, tier + k, floor_tier, at);
+      }
+      mark_coverage_floor(pos, voice, raw, k, quota - dense, segment, dense_from, past, silence,
+                          tier, floor_tier, at, decay);
+    } else {
+      mark_coverage_floor(pos, voice, raw, n, quota, segment, dense_from, past, silence, tier,
+                          floor_tier, at, decay);
+    }
   }
   if (has_frontier && dense_from <= INT32_MAX) {
     // pos >= dense_from, compared in 32 bits: dense_from clamped to the positions' range.

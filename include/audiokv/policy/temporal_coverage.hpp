@@ -42,12 +42,22 @@ struct temporal_coverage_config {
 
 namespace detail {
 
-/// Time weight of positions [from, to) at density 1 from `dense_from` on and `past` before.
+/// Time weight of positions [from, to) at density 1 from `dense_from` = D on and before it at
+/// density past + (1 - past) / (1 + (D - p) / decay) at position p (decay > 0), or at `past`
+/// (decay <= 0). The decayed part is the integral over [from, split):
+///   past (split - from) + (1 - past) decay ln((decay + D - from) / (decay + D - split)).
 inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int64_t dense_from,
-                                   double past) {
+                                   double past, double decay = 0.0) {
   if (to <= from) return 0.0;
   const std::int64_t split = dense_from < from ? from : dense_from > to ? to : dense_from;
-  return past * static_cast<double>(split - from) + static_cast<double>(to - split);
+  double behind = past * static_cast<double>(split - from);
+  if (decay > 0.0 && split > from) {
+    const double d = static_cast<double>(dense_from);
+    behind += (1.0 - past) * decay *
+              std::log((decay + d - static_cast<double>(from)) /
+                       (decay + d - static_cast<double>(split)));
+  }
+  return behind + static_cast<double>(to - split);
 }
 
 }  // namespace detail
@@ -56,8 +66,10 @@ inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int6
 ///
 /// The time span [pos[0], pos[n-1] + 1) is cut into segments [k S, (k + 1) S) (S =
 /// segment_frames). Segment k has weight w_k = (its frames in the span, those before
-/// `dense_from` counted at `past_density`) * (silence_weight + (1 - silence_weight) * mean voice
-/// of its cells). With W = sum of w_k and cumulative weights C_k, segment k gets
+/// `dense_from` counted at `past_density`, or at the decayed density of
+/// detail::coverage_time_weight when past_decay_frames > 0) * (silence_weight + (1 -
+/// silence_weight) * mean voice of its cells). With W = sum of w_k and cumulative weights C_k,
+/// segment k gets
 ///   q_k = round(F C_k / W) - round(F C_{k-1} / W)
 /// cells, so the quotas add up to F and no stretch longer than about W / F weighted frames is
 /// left without a floor cell. Inside a segment the span is cut into q_k equal sub-spans and each
@@ -72,13 +84,15 @@ inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int6
 /// @param scored_until cells at later positions count as score 0 inside their sub-span (audio
 ///        the decoder has not reached: its attention so far carries no information about it),
 ///        so the centre decides there.
+/// @param past_decay_frames T of the age decay behind `dense_from` (0: constant past_density).
 /// @return the number of cells marked.
 inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* voice,
                                         const float* score, std::int32_t n, std::int32_t floor,
                                         std::int32_t segment_frames, std::int64_t dense_from,
                                         double past_density, double silence_weight,
                                         std::uint8_t* tier, std::uint8_t floor_tier,
-                                        std::int64_t scored_until = INT64_MAX) {
+                                        std::int64_t scored_until = INT64_MAX,
+                                        double past_decay_frames = 0.0) {
   if (n <= 0 || floor <= 0 || segment_frames <= 0) return 0;
   const std::int64_t seg = segment_frames;
   const std::int64_t first = pos[0], end = static_cast<std::int64_t>(pos[n - 1]) + 1;
@@ -103,8 +117,9 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     const std::int64_t lo = k * seg < first ? first : k * seg;
     const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
     const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
-    return segment{b, lo, hi,
-                   factor * detail::coverage_time_weight(lo, hi, dense_from, past_density)};
+    return segment{
+        b, lo, hi,
+        factor * detail::coverage_time_weight(lo, hi, dense_from, past_density, past_decay_frames)};
   };
   auto segment_at = [&](std::int32_t a) {
     std::int64_t k = 0;

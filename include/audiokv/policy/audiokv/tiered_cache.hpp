@@ -311,6 +311,8 @@ class tiered_cache final : public eviction_policy {
     w.i32(c.speech.frontier.filter);
     w.f32(c.speech.frontier.lookback_ms);
     w.f32(c.speech.frontier.past_density);
+    w.f32(c.speech.frontier.past_decay_ms);
+    w.f32(c.speech.frontier.frontier_density);
     w.u64(sizeof(Pipeline));
     w.u64(alignof(Pipeline));
     pipeline_shape(w, static_cast<const Pipeline*>(nullptr));
