@@ -247,8 +247,9 @@ TEST(TemporalCoverage, AgeDecayGivesThePastAHarmonicWeight) {
   EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{2, 7, 12, 17}));
   // Past density 0.5, T = 5: [0, 10) weighs 0.5 * 10 + 0.5 * 5 ln(15 / 5), [10, 20) 10; without
   // the decay, 0.5 * 10 + 10.
-  EXPECT_NEAR(detail::coverage_time_weight(0, 20, 10, 0.5, 5.0), 15.0 + 2.5 * std::log(3.0), 1e-12);
-  EXPECT_DOUBLE_EQ(detail::coverage_time_weight(0, 20, 10, 0.5, 0.0), 15.0);
+  EXPECT_NEAR(policy::detail::coverage_time_weight(0, 20, 10, 0.5, 5.0), 15.0 + 2.5 * std::log(3.0),
+              1e-12);
+  EXPECT_DOUBLE_EQ(policy::detail::coverage_time_weight(0, 20, 10, 0.5, 0.0), 15.0);
 }
 
 /// Floor cells of apply_speech_rules() on 20 cells at positions 0..19 of 10 ms, equal scores,
