@@ -186,10 +186,9 @@ class tiered_cache final : public eviction_policy {
     store_.validate_plan("tiered_cache::apply", plan);
     std::int64_t emergency_evicted = 0;
     for (const std::int32_t slot : plan.evict) {
-      if (store_.tier()[slot] == pool_tier::emergency) ++emergency_evicted;
+      emergency_evicted += store_.tier()[slot] == pool_tier::emergency ? 1 : 0;
     }
-    importance_.compact(plan);
-    store_.apply(plan);
+    store_.apply_and_move(plan, importance_.cell_mover());
     if (!plan.evict.empty()) ++stats_.evictions;
     stats_.cells_evicted += static_cast<std::int64_t>(plan.evict.size());
     stats_.promotions += static_cast<std::int64_t>(plan.promote.size());
