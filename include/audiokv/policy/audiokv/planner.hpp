@@ -191,10 +191,23 @@ class planner {
                         .c_str());
     store_.build_plan(out);
     out.protections_released = released;
+    // Kept cells whose tier changes, ascending: into the base pool (promote) or out of it
+    // (demote). Gathered without a branch into the free order and boundary_pos scratch (evicted
+    // and changed cells interleave unpredictably), then copied (no allocation once reserved).
+    const pool_tier* tier = store_.tier();
+    std::int32_t* promoted = order;
+    std::int32_t* demoted = w.boundary_pos;
+    std::int32_t promotions = 0, demotions = 0;
     for (std::int32_t j = 0; j < n; ++j) {
-      if (mask[j] || tier_after[j] == store_.tier()[j]) continue;
-      (tier_after[j] == pool_tier::base ? out.promote : out.demote).push_back(j);
+      const bool moves = (mask[j] == 0) & (tier_after[j] != tier[j]);
+      const bool to_base = tier_after[j] == pool_tier::base;
+      promoted[promotions] = j;
+      demoted[demotions] = j;
+      promotions += static_cast<std::int32_t>(moves & to_base);
+      demotions += static_cast<std::int32_t>(moves & !to_base);
     }
+    out.promote.assign(promoted, promoted + promotions);
+    out.demote.assign(demoted, demoted + demotions);
   }
 
   /// Pointers into a plan's scratch, each sized for the current cells.

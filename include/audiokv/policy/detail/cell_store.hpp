@@ -478,22 +478,25 @@ class cell_store {
   /// its scratch (clear_evict_mask()).
   void build_plan(eviction_plan& out) const {
     const std::uint8_t* mask = out.scratch.mask.data();
-    out.evict.clear();
     out.promote.clear();
     out.demote.clear();
     out.move_to.resize(size_);
-    std::int32_t kept = 0;
-    for (std::int32_t i = 0; i < size_; ++i) {
+    // Evicted slots interleave unpredictably with kept ones: each slot is written at the
+    // running evicted count in scratch without a branch, and the list copied after. The kept
+    // count before slot i is i minus the evicted count (one counter to advance).
+    std::int32_t* evicted = plan_scratch::at_least(out.scratch.order_b, size_);
+    std::int32_t* move_to = out.move_to.data();
+    const std::int32_t n = size_;
+    std::int32_t evicted_count = 0;
+    for (std::int32_t i = 0; i < n; ++i) {
       const bool keep = mask[i] == 0;
-      out.move_to[i] = core::compaction_target(keep, kept);
-      if (keep) {
-        ++kept;
-      } else {
-        out.evict.push_back(i);
-      }
+      move_to[i] = core::compaction_target(keep, i - evicted_count);
+      evicted[evicted_count] = i;
+      evicted_count += static_cast<std::int32_t>(!keep);
     }
+    out.evict.assign(evicted, evicted + evicted_count);
     out.n_kv_before = size_;
-    out.n_kv_after = kept;
+    out.n_kv_after = size_ - evicted_count;
     out.generation = generation_;
     out.cache_id = id();
     out.protections_released = 0;
