@@ -30,6 +30,9 @@ struct radix_cut {
 /// octaves, where a fixed first digit of sign, exponent and two mantissa bits leaves most keys
 /// in one bucket). Once the keys sharing the prefix fit in a stack buffer they are gathered
 /// there and the later digits count only them.
+inline radix_cut radix_threshold_of_keys(const std::uint32_t* bits, std::int32_t n, std::int32_t k,
+                                         std::uint32_t lowest, std::uint32_t highest);
+
 inline radix_cut radix_threshold(const float* score, const std::int32_t* slots, std::int32_t n,
                                  std::int32_t k, std::uint32_t* bits) {
   // The keys and their range.
@@ -40,6 +43,13 @@ inline radix_cut radix_threshold(const float* score, const std::int32_t* slots, 
     lowest = key < lowest ? key : lowest;
     highest = key > highest ? key : highest;
   }
+  return radix_threshold_of_keys(bits, n, k, lowest, highest);
+}
+
+/// @brief radix_threshold() of keys already computed: bits[0..n) with `lowest` and `highest`
+/// their minimum and maximum. @pre 1 <= k <= n. Never allocates.
+inline radix_cut radix_threshold_of_keys(const std::uint32_t* bits, std::int32_t n, std::int32_t k,
+                                         std::uint32_t lowest, std::uint32_t highest) {
   const std::uint32_t range = highest - lowest;
   int width = 0;  // bits of key - lowest that can differ
   while (width < 32 && (range >> width) != 0u) ++width;
