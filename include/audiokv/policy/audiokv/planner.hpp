@@ -15,6 +15,7 @@
 
 #include "../../core/entropy.hpp"
 #include "../../core/math.hpp"
+#include "../../core/trend.hpp"
 #include "../../detail/describe.hpp"
 #include "../../error.hpp"
 #include "../../types/eviction_plan.hpp"
