@@ -44,7 +44,10 @@ ROOFLINE_ROWS = (
     ("promotions", "BM_RooflinePromotions"),
     ("plan building", "BM_RooflineBuildPlan"),
     ("plan() whole", "BM_RooflinePlan"),
+    ("apply()", "BM_RooflineApply"),
     ("eviction = plan() + apply()", "BM_RooflineEviction"),
+    ("plan_heads() (8 heads together)", "BM_RooflinePlanLayer"),
+    ("eviction = plan_heads() + apply()", "BM_RooflineEvictionLayer"),
 )
 
 

@@ -579,6 +579,67 @@ void BM_RooflineEviction(benchmark::State& state) {
   report(state, bytes);
 }
 
+/// tiered_cache::plan_heads() of the 8 heads (one layer planned together: the trend
+/// recurrences run side by side). Byte model as BM_RooflinePlan's.
+void BM_RooflinePlanLayer(benchmark::State& state) {
+  const auto& st = eviction_state_for(arg_cells(state));
+  std::vector<audiokv::eviction_plan> plans(kHeads);
+  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<const audiokv::tiered_cache<>*> heads;
+  for (const auto& head : st.heads) heads.push_back(head.cache.get());
+  for (auto _ : state) {
+    audiokv::tiered_cache<>::plan_heads(heads, plans);
+    benchmark::ClobberMemory();
+  }
+  report(state, plan_floor_bytes(st));
+}
+
+/// The eviction before K/V compaction with the layer's heads planned together: plan_heads()
+/// and apply() per head, on fresh copies of the state. Byte model as BM_RooflineEviction's.
+void BM_RooflineEvictionLayer(benchmark::State& state) {
+  const auto& st = eviction_state_for(arg_cells(state));
+  std::vector<audiokv::eviction_plan> plans(kHeads);
+  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::tiered_cache<>> caches;
+  caches.reserve(kHeads);
+  std::vector<const audiokv::tiered_cache<>*> heads(kHeads);
+  double bytes = plan_floor_bytes(st);
+  for (const auto& head : st.heads) bytes += 4.0 * st.cells + 46.0 * head.plan.n_kv_after;
+  for (auto _ : state) {
+    state.PauseTiming();
+    caches.clear();
+    for (const auto& head : st.heads) caches.push_back(*head.cache);
+    for (std::int32_t h = 0; h < kHeads; ++h) heads[h] = &caches[h];
+    state.ResumeTiming();
+    audiokv::tiered_cache<>::plan_heads(heads, plans);
+    for (std::int32_t h = 0; h < kHeads; ++h) caches[h].apply(plans[h]);
+    benchmark::ClobberMemory();
+  }
+  report(state, bytes);
+}
+
+/// apply() alone for 8 heads: fresh copies of the state and their plans are made outside the
+/// timed region. Byte model: apply()'s part of BM_RooflineEviction's (4 B of move_to per cell,
+/// 46 B per kept cell).
+void BM_RooflineApply(benchmark::State& state) {
+  const auto& st = eviction_state_for(arg_cells(state));
+  std::vector<audiokv::eviction_plan> plans(kHeads);
+  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::tiered_cache<>> caches;
+  double bytes = 0.0;
+  for (const auto& head : st.heads) bytes += 4.0 * st.cells + 46.0 * head.plan.n_kv_after;
+  for (auto _ : state) {
+    state.PauseTiming();
+    caches.clear();
+    for (const auto& head : st.heads) caches.push_back(*head.cache);
+    for (std::int32_t h = 0; h < kHeads; ++h) caches[h].plan(plans[h]);
+    state.ResumeTiming();
+    for (std::int32_t h = 0; h < kHeads; ++h) caches[h].apply(plans[h]);
+    benchmark::ClobberMemory();
+  }
+  report(state, bytes);
+}
+
 void roofline_sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n : {4096, 32768}) b->Arg(n);
   b->Unit(benchmark::kMicrosecond);
@@ -606,5 +667,8 @@ BENCHMARK(BM_RooflinePromotions)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineBuildPlan)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflinePlan)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineEviction)->Apply(roofline_sizes);
+BENCHMARK(BM_RooflineApply)->Apply(roofline_sizes);
+BENCHMARK(BM_RooflinePlanLayer)->Apply(roofline_sizes);
+BENCHMARK(BM_RooflineEvictionLayer)->Apply(roofline_sizes);
 
 }  // namespace

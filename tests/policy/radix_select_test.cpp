@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <audiokv/core/selection.hpp>
 #include <audiokv/policy/detail/radix_select.hpp>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -70,6 +71,38 @@ TEST(RadixSelect, EqualsSortedSelectionOnLongCrowdedInputs) {
     std::vector<std::uint32_t> bits(n);
     audiokv::policy::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
                                                  mask.data());
+    ASSERT_EQ(mask, reference(score, slots, k)) << "trial " << trial << " n " << n << " k " << k;
+  }
+}
+
+// Half the keys within a few units in the last place of one value, the rest spread, and k
+// inside the crowd: more keys share the first digits than the select's stack buffer holds, so
+// the later digits count every key until the crowd is narrowed down.
+TEST(RadixSelect, EqualsSortedSelectionWhenACrowdOutgrowsTheBuffer) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 12; ++trial) {
+    const std::int32_t n = 20000 + static_cast<std::int32_t>(rng() % 5000);
+    std::vector<float> score(n);
+    for (auto& s : score) {
+      if (rng() % 2 == 0) {
+        s = std::nextafter(3.0f, 4.0f);
+        for (std::uint32_t step = rng() % 40; step > 0; --step) s = std::nextafter(s, 4.0f);
+      } else {
+        s = std::uniform_real_distribution<float>(0.0f, 100.0f)(rng);
+      }
+    }
+    std::vector<std::int32_t> slots;
+    for (std::int32_t j = 0; j < n; ++j) {
+      if (rng() % 8 != 0) slots.push_back(j);
+    }
+    const auto m = static_cast<std::int32_t>(slots.size());
+    std::int32_t below = 0;  // candidates below the crowd
+    for (const std::int32_t j : slots) below += score[j] < 3.0f;
+    const std::int32_t k = below + 1 + static_cast<std::int32_t>(rng() % (m / 3));
+    std::vector<std::uint8_t> mask(n, 0);
+    std::vector<std::uint32_t> bits(n);
+    audiokv::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
+                                         mask.data());
     ASSERT_EQ(mask, reference(score, slots, k)) << "trial " << trial << " n " << n << " k " << k;
   }
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <audiokv/audiokv.hpp>
+#include <cstring>
 #include <vector>
 
 #include "common/stream.hpp"
@@ -445,6 +446,121 @@ TEST(TieredCache, IsProtectedFollowsPositionsNotSlots) {
     if (cache.is_protected(s)) got.push_back(s);
   }
   EXPECT_EQ(got, expected);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+// Every field a plan carries except its scratch; scores by their bits.
+void expect_same_plan(const eviction_plan& a, const eviction_plan& b, std::size_t head) {
+  EXPECT_EQ(a.evict, b.evict) << "head " << head;
+  EXPECT_EQ(a.move_to, b.move_to) << "head " << head;
+  EXPECT_EQ(a.promote, b.promote) << "head " << head;
+  EXPECT_EQ(a.demote, b.demote) << "head " << head;
+  ASSERT_EQ(a.scores.size(), b.scores.size()) << "head " << head;
+  EXPECT_EQ(std::memcmp(a.scores.data(), b.scores.data(), a.scores.size() * sizeof(float)), 0)
+      << "head " << head;
+  EXPECT_EQ(a.n_kv_before, b.n_kv_before) << "head " << head;
+  EXPECT_EQ(a.n_kv_after, b.n_kv_after) << "head " << head;
+  EXPECT_EQ(std::memcmp(&a.ratio, &b.ratio, sizeof(float)), 0) << "head " << head;
+  EXPECT_EQ(std::memcmp(&a.normalized_entropy, &b.normalized_entropy, sizeof(float)), 0)
+      << "head " << head;
+  EXPECT_EQ(a.protections_released, b.protections_released) << "head " << head;
+  EXPECT_EQ(a.generation, b.generation) << "head " << head;
+  EXPECT_EQ(a.cache_id, b.cache_id) << "head " << head;
+}
+
+// Eleven caches of one layer (two planning groups), each with its own attention and history:
+// different cell counts at the trigger and past it, one below the trigger, one listed twice,
+// one with other trend parameters, one with an evaluation share. plan_heads() must write what
+// plan() of each writes.
+TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
+  audiokv_config config;  // defaults: speech rules on
+  config.budget = 400;
+  default_pipeline other_trend;
+  other_trend.stage<1>().slope_gain = 0.45f;
+  std::vector<tiered_cache<>> caches;
+  for (int h = 0; h < 10; ++h) {
+    audiokv_config c = config;
+    if (h == 6) c.evaluation_share = 0.5f;
+    caches.emplace_back(c, h == 4 ? other_trend : default_pipeline{});
+  }
+  std::uint32_t seed = 99;
+  const auto next = [&] {
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    return static_cast<float>(seed >> 8) * (1.0f / 16777216.0f);
+  };
+  for (int h = 0; h < 10; ++h) {
+    tiered_cache<>& cache = caches[h];
+    std::int32_t pos = 0;
+    // Two evictions, then fill to the trigger plus h cells (head 9: stays below it).
+    for (int evictions = 0; evictions < 2;) {
+      auto f = frames(pos, 7);
+      for (auto& fr : f) fr.flags = fr.pos % 13 == 0 ? frame_flag_phoneme_boundary : 0;
+      cache.append(f.data(), 7);
+      pos += 7;
+      std::vector<float> a(cache.num_cells());
+      for (float& v : a) v = next() * next();
+      cache.observe(a.data(), cache.num_cells());
+      if (cache.wants_eviction()) {
+        eviction_plan p;
+        cache.plan(p);
+        cache.apply(p);
+        ++evictions;
+      }
+    }
+    const std::int32_t fill = h == 9 ? cache.trigger_cells() - 5 : cache.trigger_cells() + h;
+    while (cache.num_cells() < fill) {
+      auto f = frames(pos++, 1);
+      cache.append(f.data(), 1);
+    }
+    std::vector<float> a(cache.num_cells());
+    for (float& v : a) v = next();
+    cache.observe(a.data(), cache.num_cells());
+  }
+  std::vector<const tiered_cache<>*> heads;
+  for (const auto& cache : caches) heads.push_back(&cache);
+  heads.push_back(&caches[2]);
+  std::vector<eviction_plan> together(heads.size());
+  tiered_cache<>::plan_heads(heads, together);
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    eviction_plan alone;
+    heads[i]->plan(alone);
+    EXPECT_EQ(alone.empty(), i == 9) << "head " << i;
+    expect_same_plan(together[i], alone, i);
+  }
+  for (std::size_t i = 0; i < caches.size(); ++i) caches[i].apply(together[i]);
+}
+
+TEST(TieredCache, PlanHeadsChecksItsArgumentsBeforeWritingAPlan) {
+  tiered_cache<> cache(small_config());
+  auto f = frames(0, 95);
+  cache.append(f.data(), 95);
+  const std::vector<float> a = uniform(95);
+  cache.observe(a.data(), 95);
+  std::vector<const tiered_cache<>*> heads{&cache, &cache};
+  std::vector<eviction_plan> plans(1);
+  try {
+    tiered_cache<>::plan_heads(heads, plans);
+    FAIL() << "accepted one plan for two caches";
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), "plans.size()");
+  }
+  EXPECT_TRUE(plans[0].move_to.empty());
+  heads = {&cache, nullptr};
+  plans.resize(2);
+  try {
+    tiered_cache<>::plan_heads(heads, plans);
+    FAIL() << "accepted a null cache";
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), "caches[1]");
+  }
+  EXPECT_TRUE(plans[0].move_to.empty());
 }
 
 }  // namespace

@@ -186,6 +186,41 @@ TEST_F(FailedCalls, TamperedEvictListsAndTierChanges) {
   expect_rejected([&] { cache.apply(plan); }, "plan.evict[0]");
 }
 
+// apply() checks the move map and the evict list in one pass first; each way a plan can
+// disagree with itself must still be reported under the argument the entry-by-entry checks
+// name, with the state untouched.
+TEST_F(FailedCalls, EveryMoveMapAndEvictListDisagreementNamesItsArgument) {
+  eviction_plan plan;
+  cache.plan_to(40, plan);
+  ASSERT_EQ(plan.evict.size(), 10u);
+  const eviction_plan good = plan;
+  const std::int32_t last_kept = [&] {
+    std::int32_t j = plan.n_kv_before - 1;
+    while (plan.move_to[j] == core::evicted_slot) --j;
+    return j;
+  }();
+  plan.move_to[last_kept] += 1;  // a kept cell's target one past its kept count
+  expect_rejected([&] { cache.apply(plan); }, "plan.move_to[" + std::to_string(last_kept) + "]");
+  plan = good;
+  plan.n_kv_after -= 1;
+  expect_rejected([&] { cache.apply(plan); }, "plan.n_kv_after");
+  plan = good;
+  std::swap(plan.evict[4], plan.evict[5]);  // the right slots, out of order
+  expect_rejected([&] { cache.apply(plan); }, "plan.evict[4]");
+  plan = good;
+  plan.evict.pop_back();  // one evicted slot unlisted
+  expect_rejected([&] { cache.apply(plan); }, "plan.evict[9]");
+  plan = good;
+  plan.evict.clear();
+  expect_rejected([&] { cache.apply(plan); }, "plan.evict[0]");
+  plan = good;
+  plan.evict.back() = plan.evict[8];  // a slot listed twice
+  expect_rejected([&] { cache.apply(plan); }, "plan.evict[9]");
+  plan = good;
+  cache.apply(plan);
+  EXPECT_EQ(cache.num_cells(), 40);
+}
+
 TEST(Validation, PromotingAnEmergencyCellIsRejected) {  // defect 5
   audiokv_config c;
   c.budget = 100;

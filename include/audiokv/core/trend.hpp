@@ -51,4 +51,72 @@ AUDIOKV_HOST_DEVICE void trend_row(const float* in, float* out, std::int32_t n, 
   }
 }
 
+/// Rows trend_rows() steps side by side.
+inline constexpr std::int32_t trend_lanes = 8;
+
+namespace detail {
+
+/// trend_row() of L rows of n[l] >= 1 cells: one cell of every row per step over their common
+/// length, then each row's remaining cells alone. Each row's operations and their order are
+/// trend_row()'s; the rows' recurrences are independent, so their dependent chains overlap.
+template <std::int32_t L>
+void trend_lane_block(const float* const* in, float* const* out, const std::int32_t* n,
+                      float level_weight, float slope_gain) {
+  std::int32_t common = n[0];
+  for (std::int32_t l = 1; l < L; ++l) common = n[l] < common ? n[l] : common;
+  trend_state state[L];
+  for (std::int32_t l = 0; l < L; ++l) {
+    state[l] = trend_start(in[l][0]);
+    out[l][0] = max_of(state[l].level, 0.0f);
+  }
+  for (std::int32_t j = 1; j < common; ++j) {
+    for (std::int32_t l = 0; l < L; ++l) {
+      state[l] = trend_step(state[l], in[l][j], level_weight, slope_gain);
+      out[l][j] = max_of(state[l].level, 0.0f);
+    }
+  }
+  for (std::int32_t l = 0; l < L; ++l) {
+    for (std::int32_t j = common; j < n[l]; ++j) {
+      state[l] = trend_step(state[l], in[l][j], level_weight, slope_gain);
+      out[l][j] = max_of(state[l].level, 0.0f);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// @brief trend_row() of `rows` rows: out[r][j] for j < n[r] is bit-identical to
+/// trend_row(in[r], out[r], n[r], level_weight, slope_gain).
+///
+/// One row is latency-bound (six dependent float operations per cell); up to trend_lanes rows
+/// are stepped side by side over their common length, so that their independent recurrences
+/// overlap. Host only. Each out[r] may alias in[r] but no other row.
+/// @param in [rows] time-ordered input rows.
+/// @param out [rows] output rows.
+/// @param n [rows] cell counts (a row with n[r] <= 0 is left untouched).
+/// @param rows number of rows.
+/// @param level_weight w of trend_step().
+/// @param slope_gain g of trend_step().
+inline void trend_rows(const float* const* in, float* const* out, const std::int32_t* n,
+                       std::int32_t rows, float level_weight, float slope_gain) {
+  for (std::int32_t first = 0; first < rows;) {
+    const std::int32_t left = rows - first;
+    const std::int32_t lanes = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    bool all_nonempty = true;
+    for (std::int32_t l = 0; l < lanes; ++l) all_nonempty = all_nonempty && n[first + l] > 0;
+    if (lanes == 8 && all_nonempty) {
+      detail::trend_lane_block<8>(in + first, out + first, n + first, level_weight, slope_gain);
+    } else if (lanes == 4 && all_nonempty) {
+      detail::trend_lane_block<4>(in + first, out + first, n + first, level_weight, slope_gain);
+    } else if (lanes == 2 && all_nonempty) {
+      detail::trend_lane_block<2>(in + first, out + first, n + first, level_weight, slope_gain);
+    } else {
+      for (std::int32_t l = 0; l < lanes; ++l) {
+        trend_row(in[first + l], out[first + l], n[first + l], level_weight, slope_gain);
+      }
+    }
+    first += lanes;
+  }
+}
+
 }  // namespace audiokv::core

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -48,6 +49,17 @@ template <std::size_t I, class S>
 AUDIOKV_HOST_DEVICE const S& stage_at(const stage_slot<I, S>& slot) {
   return slot.value;
 }
+
+/// True when S has the multi-row form `apply_rows(const float* const* in, float* const* out,
+/// const std::int32_t* n, std::int32_t rows) const` (e.g. trend_stage).
+template <class S, class = void>
+struct has_rows_apply : std::false_type {};
+
+template <class S>
+struct has_rows_apply<S, std::void_t<decltype(std::declval<const S&>().apply_rows(
+                             std::declval<const float* const*>(), std::declval<float* const*>(),
+                             std::declval<const std::int32_t*>(), std::int32_t{}))>>
+    : std::bool_constant<std::is_trivially_copyable<S>::value> {};
 
 }  // namespace detail
 
@@ -92,6 +104,26 @@ class smoothing_pipeline {
     run<false>(in, out, scratch, n, ctx);
   }
 
+  /// Rows apply_rows() takes through a stage together (the rest in further groups).
+  static constexpr std::int32_t max_rows = core::trend_lanes;
+
+  /// @brief apply() of `rows` rows, row r with its own pipeline and context: out[r] is
+  /// pipelines[r]->apply(in[r], out[r], scratch[r], n[r], ctx[r])'s, bit for bit.
+  ///
+  /// Runs stage by stage over a group of up to max_rows rows; a stage with a multi-row form
+  /// (`apply_rows`, e.g. trend_stage, whose one-row recurrence is latency-bound) runs it over
+  /// consecutive rows whose stage objects are byte-identical (the same parameters), the other
+  /// stages row by row. Host only; allocates nothing. Rows must not share any buffer.
+  static void apply_rows(const smoothing_pipeline* const* pipelines, const float* const* in,
+                         float* const* out, float* const* scratch, const std::int32_t* n,
+                         const stage_context* ctx, std::int32_t rows) {
+    for (std::int32_t first = 0; first < rows; first += max_rows) {
+      const std::int32_t count = rows - first < max_rows ? rows - first : max_rows;
+      run_rows(pipelines + first, in + first, out + first, scratch + first, n + first, ctx + first,
+               count);
+    }
+  }
+
   /// apply() with every stage evaluated cell by cell through its operator() (also those with a
   /// faster row form): the host reference of the kernel. Only when runs_on_device.
   void apply_per_cell(const float* in, float* out, float* scratch, std::int32_t n,
@@ -128,6 +160,57 @@ class smoothing_pipeline {
       detail::apply_cells(s, in, out, n, ctx);
     }
     if constexpr (I + 1 < num_stages) apply_from<I + 1, PerCell>(out, buffers, n, ctx);
+  }
+
+  static void run_rows(const smoothing_pipeline* const* pipelines, const float* const* in,
+                       float* const* out, float* const* scratch, const std::int32_t* n,
+                       const stage_context* ctx, std::int32_t count) {
+    if constexpr (num_stages == 0) {
+      for (std::int32_t r = 0; r < count; ++r)
+        pipelines[r]->apply(in[r], out[r], scratch[r], n[r], ctx[r]);
+    } else {
+      // Each row's ping-pong as in run(): stage I writes buffers[I % 2], the last one `out`.
+      float* buffers[2][max_rows];
+      for (std::int32_t r = 0; r < count; ++r) {
+        buffers[0][r] = num_stages % 2 == 1 ? out[r] : scratch[r];
+        buffers[1][r] = num_stages % 2 == 1 ? scratch[r] : out[r];
+      }
+      rows_from<0>(pipelines, in, buffers, n, ctx, count);
+    }
+  }
+
+  template <std::size_t I>
+  static void rows_from(const smoothing_pipeline* const* pipelines, const float* const* in,
+                        float* const (&buffers)[2][max_rows], const std::int32_t* n,
+                        const stage_context* ctx, std::int32_t count) {
+    float* const* out = buffers[I % 2];
+    using stage_type = std::decay_t<decltype(pipelines[0]->template stage<I>())>;
+    if constexpr (detail::has_rows_apply<stage_type>::value) {
+      for (std::int32_t r = 0; r < count;) {
+        const stage_type& s = pipelines[r]->template stage<I>();
+        std::int32_t end = r + 1;
+        while (end < count &&
+               std::memcmp(&s, &pipelines[end]->template stage<I>(), sizeof(stage_type)) == 0) {
+          ++end;
+        }
+        s.apply_rows(in + r, out + r, n + r, end - r);
+        r = end;
+      }
+    } else {
+      for (std::int32_t r = 0; r < count; ++r) {
+        const auto& s = pipelines[r]->template stage<I>();
+        if constexpr (has_row_apply<stage_type>::value) {
+          s.apply(in[r], out[r], n[r], ctx[r]);
+        } else {
+          detail::apply_cells(s, in[r], out[r], n[r], ctx[r]);
+        }
+      }
+    }
+    if constexpr (I + 1 < num_stages) {
+      const float* next_in[max_rows];
+      for (std::int32_t r = 0; r < count; ++r) next_in[r] = out[r];
+      rows_from<I + 1>(pipelines, next_in, buffers, n, ctx, count);
+    }
   }
 
   detail::stage_storage<std::index_sequence_for<Stages...>, Stages...> stages_;

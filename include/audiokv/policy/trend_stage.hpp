@@ -25,6 +25,14 @@ struct trend_stage {
   void apply(const float* in, float* out, std::int32_t n, const stage_context&) const {
     core::trend_row(in, out, n, level_weight, slope_gain);
   }
+
+  /// apply() of `rows` rows with this stage's parameters (in[r] -> out[r], n[r] cells, each
+  /// in[r] != out[r] and no row aliasing another), bit-identical to apply() row by row; the
+  /// rows' recurrences run side by side (core::trend_rows).
+  void apply_rows(const float* const* in, float* const* out, const std::int32_t* n,
+                  std::int32_t rows) const {
+    core::trend_rows(in, out, n, rows, level_weight, slope_gain);
+  }
 };
 
 }  // namespace audiokv::policy

@@ -99,6 +99,18 @@ class importance_tracker {
     compact_array(evaluated_, plan);
   }
 
+  /// @brief What compact() does to one cell, for a caller that moves every per-cell array in
+  /// one pass (cell_store::apply_and_move): mover(to, from) copies cell `from`'s importance and
+  /// evaluation flag to slot `to`. Valid until the next reserve().
+  auto cell_mover() noexcept {
+    float* importance = importance_.data();
+    std::uint8_t* evaluated = evaluated_.data();
+    return [importance, evaluated](std::int32_t to, std::int32_t from) noexcept {
+      importance[to] = importance[from];
+      evaluated[to] = evaluated[from];
+    };
+  }
+
   /// Bytes save() writes for `n` cells.
   std::size_t snapshot_bytes(std::int32_t n) const noexcept {
     return static_cast<std::size_t>(n) * (4 + 1) + static_cast<std::size_t>(num_speakers_) * 4 + 8 +

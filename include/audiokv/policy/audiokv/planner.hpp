@@ -10,9 +10,12 @@
 #include <cfloat>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "../../core/entropy.hpp"
 #include "../../core/math.hpp"
+#include "../../core/trend.hpp"
 #include "../../detail/describe.hpp"
 #include "../../error.hpp"
 #include "../../types/eviction_plan.hpp"
@@ -54,6 +57,70 @@ class planner {
   void plan_down_to(std::int32_t target, bool use_ratio, eviction_plan& out) const {
     const workspace w = bind(out);
     score_cells(w);
+    plan_from_scores(target, use_ratio, out, w);
+  }
+
+  /// plan_down_to(targets[i], use_ratio, *outs[i]) of heads[i] for i < count, with the same
+  /// plans; the smoothing pipelines of up to core::trend_lanes heads run together
+  /// (Pipeline::apply_rows), the rest of each plan head by head. A pipeline without apply_rows
+  /// plans head by head.
+  /// @throws audiokv::error as plan_down_to() of the first head whose target is unreachable
+  ///         (the plans of the heads after it are then not written).
+  static void plan_heads_down_to(const planner* const* heads, const std::int32_t* targets,
+                                 bool use_ratio, eviction_plan* const* outs, std::int32_t count) {
+    if constexpr (has_apply_rows<Pipeline>::value) {
+      constexpr std::int32_t group = core::trend_lanes;
+      for (std::int32_t first = 0; first < count; first += group) {
+        const std::int32_t rows = count - first < group ? count - first : group;
+        workspace w[group]{};
+        stage_context ctx[group]{};
+        const Pipeline* pipelines[group]{};
+        const float* in[group]{};
+        float* smoothed[group]{};
+        float* scratch[group]{};
+        std::int32_t n[group]{};
+        for (std::int32_t r = 0; r < rows; ++r) {
+          const planner& head = *heads[first + r];
+          w[r] = head.bind(*outs[first + r]);
+          ctx[r] = head.score_context(w[r]);
+          in[r] = head.pipeline_input(w[r]);
+          pipelines[r] = &head.pipeline_;
+          smoothed[r] = w[r].smoothed;
+          scratch[r] = w[r].pipeline;
+          n[r] = head.store_.size();
+        }
+        Pipeline::apply_rows(pipelines, in, smoothed, scratch, n, ctx, rows);
+        for (std::int32_t r = 0; r < rows; ++r) {
+          const planner& head = *heads[first + r];
+          head.finish_scores(w[r]);
+          head.plan_from_scores(targets[first + r], use_ratio, *outs[first + r], w[r]);
+        }
+      }
+    } else {
+      for (std::int32_t i = 0; i < count; ++i) {
+        heads[i]->plan_down_to(targets[i], use_ratio, *outs[i]);
+      }
+    }
+  }
+
+ private:
+  /// True when P has a static apply_rows of smoothing_pipeline's form.
+  template <class P, class = void>
+  struct has_apply_rows : std::false_type {};
+  template <class P>
+  struct has_apply_rows<P, std::void_t<decltype(P::apply_rows(
+                               std::declval<const P* const*>(), std::declval<const float* const*>(),
+                               std::declval<float* const*>(), std::declval<float* const*>(),
+                               std::declval<const std::int32_t*>(),
+                               std::declval<const stage_context*>(), std::int32_t{}))>>
+      : std::true_type {};
+
+  struct workspace;
+
+  /// plan_down_to() after score_cells(w): protection, speech rules, tiers, ratio, selection and
+  /// the plan.
+  void plan_from_scores(std::int32_t target, bool use_ratio, eviction_plan& out,
+                        const workspace& w) const {
     protection_.mark(store_, w.protection, w.boundary_pos);
     // Speech rules rank the scores by tier; w.smoothed keeps the scores before that (for the
     // entropy), w.boundary_pos is free after mark() and w.key_bits before selection.
@@ -126,13 +193,25 @@ class planner {
                         .c_str());
     store_.build_plan(out);
     out.protections_released = released;
+    // Kept cells whose tier changes, ascending: into the base pool (promote) or out of it
+    // (demote). Gathered without a branch into the free order and boundary_pos scratch (evicted
+    // and changed cells interleave unpredictably), then copied (no allocation once reserved).
+    const pool_tier* tier = store_.tier();
+    std::int32_t* promoted = order;
+    std::int32_t* demoted = w.boundary_pos;
+    std::int32_t promotions = 0, demotions = 0;
     for (std::int32_t j = 0; j < n; ++j) {
-      if (mask[j] || tier_after[j] == store_.tier()[j]) continue;
-      (tier_after[j] == pool_tier::base ? out.promote : out.demote).push_back(j);
+      const bool moves = (mask[j] == 0) & (tier_after[j] != tier[j]);
+      const bool to_base = tier_after[j] == pool_tier::base;
+      promoted[promotions] = j;
+      demoted[demotions] = j;
+      promotions += static_cast<std::int32_t>(moves & to_base);
+      demotions += static_cast<std::int32_t>(moves & !to_base);
     }
+    out.promote.assign(promoted, promoted + promotions);
+    out.demote.assign(demoted, demoted + demotions);
   }
 
- private:
   /// Pointers into a plan's scratch, each sized for the current cells.
   struct workspace {
     float* final_scores;         // [n] weighted final scores (the plan's `scores`)
@@ -167,21 +246,31 @@ class planner {
   /// Smoothed scores (pipeline over importance in time order) and final scores:
   /// s = smoothed (1 + voice_weight voice), then the prior added or as a factor (1 + prior).
   void score_cells(const workspace& w) const {
-    const std::int32_t n = store_.size();
-    // Speaker per cell: the store's array, or gathered from its shared frame table into the
-    // candidate list, free until plan_down_to() gathers candidates.
+    const stage_context ctx = score_context(w);
+    const float* input = pipeline_input(w);
+    pipeline_.apply(input, w.smoothed, w.pipeline, store_.size(), ctx);
+    finish_scores(w);
+  }
+
+  /// The pipeline's context. Speaker per cell: the store's array, or gathered from its shared
+  /// frame table into the candidate list, free until plan_from_scores() gathers candidates.
+  stage_context score_context(const workspace& w) const {
     const std::int32_t* speaker = store_.speaker();
     if (store_.shares_frames()) {
-      store_.gather_speakers(0, n, w.order);
+      store_.gather_speakers(0, store_.size(), w.order);
       speaker = w.order;
     }
-    const stage_context ctx{speaker, importance_.baselines(), config_.num_speakers, store_.pos()};
+    return stage_context{speaker, importance_.baselines(), config_.num_speakers, store_.pos()};
+  }
+
+  /// The pipeline's input: the importance, or (with an evaluation share) the importance with
+  /// cells never evaluated at the mean importance of all cells, so they compete by position
+  /// (an even stride under local_rank_stage), not by noise (then in w.final_scores).
+  const float* pipeline_input(const workspace& w) const {
+    const std::int32_t n = store_.size();
     float* final_scores = w.final_scores;
     const float* importance = importance_.importance();
     const std::uint8_t* evaluated = importance_.evaluated();
-    // Cells never evaluated enter the pipeline at the mean importance of all cells, so they
-    // compete by position (an even stride under local_rank_stage), not by noise.
-    const float* input = importance;
     if (config_.evaluation_share > 0.0f) {
       double mean = 0.0;
       for (std::int32_t j = 0; j < n; ++j) mean += importance[j];
@@ -189,9 +278,15 @@ class planner {
       for (std::int32_t j = 0; j < n; ++j) {
         final_scores[j] = evaluated[j] ? importance[j] : static_cast<float>(mean);
       }
-      input = final_scores;
+      return final_scores;
     }
-    pipeline_.apply(input, w.smoothed, w.pipeline, n, ctx);
+    return importance;
+  }
+
+  /// Final scores from the pipeline's output w.smoothed (see score_cells()).
+  void finish_scores(const workspace& w) const {
+    const std::int32_t n = store_.size();
+    float* final_scores = w.final_scores;
     if (!store_.shares_frames()) {
       // The same formula over the store's arrays, with the prior mode hoisted: it vectorises.
       const float* smoothed = w.smoothed;

@@ -83,27 +83,45 @@ class pool_manager {
   /// order of core/selection.hpp): every kept base cell beats every rejected incoming one where
   /// the pairing stopped, and every promoted one beat the base cell it replaced. So one radix
   /// select of the lowest |ready + base| - T cells computes it in linear time, without sorting.
-  /// `order`: [n] scratch; `key_bits`: [n] scratch; `mask`: [n], 0 on every ready or base cell
-  /// on entry, and left so.
+  /// `order`: [n] scratch; `key_bits`: [n] scratch; `mask`: the evict mask, neither read nor
+  /// written (the tiers are written from the radix select's cut directly).
   void plan_promotions(const cell_store& store, const float* final_scores,
                        const std::uint8_t* protection, pool_tier* tier_after, std::int32_t* order,
-                       std::uint32_t* key_bits, std::uint8_t* mask) const {
-    std::int32_t ready = 0, base = 0;
-    const std::int32_t contenders = gather_slots(store.size(), order, [&](std::int32_t j) {
+                       std::uint32_t* key_bits, [[maybe_unused]] std::uint8_t* mask) const {
+    // The contenders (ready or base cells), ascending, with their keys and the keys' range,
+    // gathered in one pass without a branch (every slot is written at the count).
+    std::int32_t ready = 0, base = 0, contenders = 0;
+    std::uint32_t lowest = 0xFFFFFFFFu, highest = 0u;
+    const std::int32_t n = store.size();
+    for (std::int32_t j = 0; j < n; ++j) {
       const bool is_ready =
           (tier_after[j] == pool_tier::buffer) & (protection[j] != protect_always);
       const bool is_base = tier_after[j] == pool_tier::base;
+      const bool contends = is_ready | is_base;
+      const std::uint32_t key = core::ordered_score_bits(final_scores[j]);
+      order[contenders] = j;
+      key_bits[contenders] = key;
+      lowest = contends & (key < lowest) ? key : lowest;
+      highest = contends & (key > highest) ? key : highest;
       ready += is_ready;
       base += is_base;
-      return is_ready | is_base;
-    });
+      contenders += contends;
+    }
     const std::int32_t room = std::max(0, std::min(base_cells_ - base, ready));
     const std::int32_t rejected = contenders - (base + room);
-    radix_select_lowest(final_scores, order, contenders, rejected, key_bits, mask);
+    if (rejected <= 0) {
+      for (std::int32_t i = 0; i < contenders; ++i) tier_after[order[i]] = pool_tier::base;
+      return;
+    }
+    // The rejected contenders (the lowest by (score, position)) return to or stay in the
+    // buffer pool, the others end in the base pool: one pass without a branch.
+    const radix_cut cut = radix_threshold_of_keys(key_bits, contenders, rejected, lowest, highest);
+    std::int32_t ties = cut.ties;
     for (std::int32_t i = 0; i < contenders; ++i) {
-      const std::int32_t j = order[i];
-      tier_after[j] = mask[j] ? pool_tier::buffer : pool_tier::base;
-      mask[j] = 0;
+      const bool tie = key_bits[i] == cut.threshold;
+      const bool out = (key_bits[i] < cut.threshold) | (tie & (ties > 0));
+      ties -= static_cast<std::int32_t>(tie);
+      tier_after[order[i]] = out ? pool_tier::buffer : pool_tier::base;
     }
   }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "../../types/frame.hpp"
@@ -84,15 +85,33 @@ class protection_rules {
     const std::int32_t* pos = store.pos();
     const std::int64_t recent = recent_from(store);
     const std::int64_t horizon = boundary_from(store);
+    const std::int64_t radius = radius_;
+    // Active boundaries lie at or after `horizon`, so a cell before horizon - radius is near
+    // none: the cells before the first one at or after it (positions ascend) are only checked
+    // for the recent window and sinks, without a branch; the merge walk covers the rest.
+    const std::int32_t tail = static_cast<std::int32_t>(
+        std::lower_bound(pos, pos + n, horizon - radius,
+                         [](std::int32_t a, std::int64_t v) { return a < v; }) -
+        pos);
+    // pos[j] >= recent as a 32-bit compare (it vectorises): recent clamped into the int32
+    // range, and no cell recent when it lies above it.
+    const bool any_recent = recent <= INT32_MAX;
+    const std::int32_t recent32 = static_cast<std::int32_t>(recent < INT32_MIN ? INT32_MIN
+                                                            : any_recent       ? recent
+                                                                               : 0);
+    for (std::int32_t j = 0; j < tail; ++j) {
+      const bool always_kept =
+          ((pos[j] >= recent32) & any_recent) | ((flags_of(j) & frame_flag_sink) != 0);
+      protection[j] = always_kept ? protect_always : protect_none;
+    }
     std::int32_t num_boundaries = 0;
-    for (std::int32_t j = 0; j < n; ++j) {
+    for (std::int32_t j = tail; j < n; ++j) {
       boundary_pos[num_boundaries] = pos[j];
       num_boundaries +=
           ((flags_of(j) & frame_flag_phoneme_boundary) != 0) & (pos[j] >= horizon) ? 1 : 0;
     }
-    const std::int64_t radius = radius_;
     std::int32_t b = 0;
-    for (std::int32_t j = 0; j < n; ++j) {
+    for (std::int32_t j = tail; j < n; ++j) {
       while (b < num_boundaries && boundary_pos[b] + radius < pos[j]) ++b;
       const bool near_boundary = b < num_boundaries && boundary_pos[b] - radius <= pos[j];
       const bool always_kept = pos[j] >= recent || (flags_of(j) & frame_flag_sink);

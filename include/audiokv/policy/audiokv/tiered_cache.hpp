@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "../../core/gqa.hpp"
@@ -170,6 +171,53 @@ class tiered_cache final : public eviction_policy {
     make_planner().plan_down_to(pools_.trigger_cells() - 1, /*use_ratio=*/true, out);
   }
 
+  /// @brief plan() of several caches at once, e.g. the KV heads of one layer: plans[i] is what
+  /// caches[i]->plan(plans[i]) writes, bit for bit.
+  ///
+  /// The caches at their trigger run their smoothing pipelines together, up to
+  /// core::trend_lanes at a time: the trend stage's recurrence, latency-bound in one cache,
+  /// then runs several caches side by side. Read-only on the caches; with each plan reserved
+  /// for its cache's capacity() it allocates nothing. A cache may appear more than once.
+  /// @param caches the caches to plan (none null).
+  /// @param plans one plan per cache, same length.
+  /// @throws audiokv::error naming "plans.size()" when it differs from caches.size(), or
+  ///         "caches[i]" for a null entry, before any plan is written; else what plan() of a
+  ///         cache throws (plans from that cache's group of caches on are then unspecified).
+  static void plan_heads(span<const tiered_cache* const> caches, span<eviction_plan> plans) {
+    constexpr const char* where = "tiered_cache::plan_heads";
+    AUDIOKV_REQUIRE(plans.size() == caches.size(), where, "plans.size()", plans.size(),
+                    detail::describe("must equal caches.size() (", caches.size(), ")").c_str());
+    for (std::size_t i = 0; i < caches.size(); ++i) {
+      AUDIOKV_REQUIRE(caches[i] != nullptr, where,
+                      detail::indexed("caches", static_cast<long long>(i)), "nullptr",
+                      "must point to a cache");
+    }
+    using planner_type = detail::planner<Pipeline>;
+    constexpr std::int32_t group = core::trend_lanes;  // caches per planning group
+    std::optional<planner_type> planners[group];
+    const planner_type* heads[group] = {};
+    std::int32_t targets[group] = {};
+    eviction_plan* outs[group] = {};
+    std::int32_t rows = 0;
+    const auto flush = [&] {
+      planner_type::plan_heads_down_to(heads, targets, /*use_ratio=*/true, outs, rows);
+      rows = 0;
+    };
+    for (std::size_t i = 0; i < caches.size(); ++i) {
+      const tiered_cache& cache = *caches[i];
+      if (!cache.wants_eviction()) {
+        cache.store_.build_empty_plan(plans[i]);
+        continue;
+      }
+      planners[rows].emplace(cache.make_planner());
+      heads[rows] = &*planners[rows];
+      targets[rows] = cache.pools_.trigger_cells() - 1;
+      outs[rows] = &plans[i];
+      if (++rows == group) flush();
+    }
+    if (rows > 0) flush();
+  }
+
   /// An eviction down to exactly min(num_cells(), target_cells) cells.
   /// @throws audiokv::error naming "target_cells" when it is negative or below the cells no
   ///         plan may evict (the message gives both counts).
@@ -187,10 +235,9 @@ class tiered_cache final : public eviction_policy {
     store_.validate_plan("tiered_cache::apply", plan);
     std::int64_t emergency_evicted = 0;
     for (const std::int32_t slot : plan.evict) {
-      if (store_.tier()[slot] == pool_tier::emergency) ++emergency_evicted;
+      emergency_evicted += store_.tier()[slot] == pool_tier::emergency ? 1 : 0;
     }
-    importance_.compact(plan);
-    store_.apply(plan);
+    store_.apply_and_move(plan, importance_.cell_mover());
     if (!plan.evict.empty()) ++stats_.evictions;
     stats_.cells_evicted += static_cast<std::int64_t>(plan.evict.size());
     stats_.promotions += static_cast<std::int64_t>(plan.promote.size());

@@ -487,22 +487,25 @@ class cell_store {
   /// its scratch (clear_evict_mask()).
   void build_plan(eviction_plan& out) const {
     const std::uint8_t* mask = out.scratch.mask.data();
-    out.evict.clear();
     out.promote.clear();
     out.demote.clear();
     out.move_to.resize(size_);
-    std::int32_t kept = 0;
-    for (std::int32_t i = 0; i < size_; ++i) {
+    // Evicted slots interleave unpredictably with kept ones: each slot is written at the
+    // running evicted count in scratch without a branch, and the list copied after. The kept
+    // count before slot i is i minus the evicted count (one counter to advance).
+    std::int32_t* evicted = plan_scratch::at_least(out.scratch.order_b, size_);
+    std::int32_t* move_to = out.move_to.data();
+    const std::int32_t n = size_;
+    std::int32_t evicted_count = 0;
+    for (std::int32_t i = 0; i < n; ++i) {
       const bool keep = mask[i] == 0;
-      out.move_to[i] = core::compaction_target(keep, kept);
-      if (keep) {
-        ++kept;
-      } else {
-        out.evict.push_back(i);
-      }
+      move_to[i] = core::compaction_target(keep, i - evicted_count);
+      evicted[evicted_count] = i;
+      evicted_count += static_cast<std::int32_t>(!keep);
     }
+    out.evict.assign(evicted, evicted + evicted_count);
     out.n_kv_before = size_;
-    out.n_kv_after = kept;
+    out.n_kv_after = size_ - evicted_count;
     out.generation = generation_;
     out.cache_id = id();
     out.protections_released = 0;
@@ -534,25 +537,28 @@ class cell_store {
     AUDIOKV_REQUIRE(static_cast<std::int32_t>(plan.move_to.size()) == size_, where,
                     "plan.move_to.size()", plan.move_to.size(),
                     ::audiokv::detail::describe("must equal num_cells() = ", size_).c_str());
-    const std::int32_t kept =
-        types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
-    AUDIOKV_REQUIRE(
-        kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
-        ::audiokv::detail::describe("must equal the number of kept cells (", kept, ")").c_str());
-    // evict must list exactly the slots with move_to == -1, ascending.
-    std::size_t next = 0;
-    for (std::int32_t i = 0; i < size_; ++i) {
-      if (plan.move_to[i] != core::evicted_slot) continue;
-      AUDIOKV_REQUIRE(next < plan.evict.size() && plan.evict[next] == i, where,
-                      ::audiokv::detail::indexed("plan.evict", static_cast<long long>(next)),
-                      next < plan.evict.size() ? plan.evict[next] : -1,
-                      "must list the evicted slots (move_to == -1) in ascending order");
-      ++next;
+    if (!move_map_agrees(plan)) {
+      // The checks that name the first bad entry, in this order.
+      const std::int32_t kept =
+          types::detail::require_stable_move_map(where, "plan.move_to", plan.move_to.data(), size_);
+      AUDIOKV_REQUIRE(
+          kept == plan.n_kv_after, where, "plan.n_kv_after", plan.n_kv_after,
+          ::audiokv::detail::describe("must equal the number of kept cells (", kept, ")").c_str());
+      // evict must list exactly the slots with move_to == -1, ascending.
+      std::size_t next = 0;
+      for (std::int32_t i = 0; i < size_; ++i) {
+        if (plan.move_to[i] != core::evicted_slot) continue;
+        AUDIOKV_REQUIRE(next < plan.evict.size() && plan.evict[next] == i, where,
+                        ::audiokv::detail::indexed("plan.evict", static_cast<long long>(next)),
+                        next < plan.evict.size() ? plan.evict[next] : -1,
+                        "must list the evicted slots (move_to == -1) in ascending order");
+        ++next;
+      }
+      AUDIOKV_REQUIRE(next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
+                      ::audiokv::detail::describe(
+                          "must equal the number of cells with move_to == -1 (", next, ")")
+                          .c_str());
     }
-    AUDIOKV_REQUIRE(next == plan.evict.size(), where, "plan.evict.size()", plan.evict.size(),
-                    ::audiokv::detail::describe(
-                        "must equal the number of cells with move_to == -1 (", next, ")")
-                        .c_str());
     for (const std::int32_t slot : plan.promote) {
       AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
                           tier_[slot] == pool_tier::buffer,
@@ -563,6 +569,32 @@ class cell_store {
                           tier_[slot] == pool_tier::base,
                       where, "plan.demote", slot, "must name a kept base-pool cell");
     }
+  }
+
+  /// True when plan.move_to ([size()] entries) is stable (each entry -1 or the count of kept
+  /// entries before it), keeps plan.n_kv_after cells, and plan.evict lists exactly its -1 slots
+  /// in ascending order: validate_plan()'s move-map and evict-list checks in one pass without a
+  /// branch on the entries (evicted slots interleave unpredictably with kept ones).
+  bool move_map_agrees(const eviction_plan& plan) const noexcept {
+    static constexpr std::int32_t no_slot = core::evicted_slot;
+    const auto listed = static_cast<std::int32_t>(plan.evict.size());
+    // evict[min(next, last)] is always readable; past the list it cannot match (final count).
+    const std::int32_t* evict = listed > 0 ? plan.evict.data() : &no_slot;
+    const std::int32_t last = listed > 0 ? listed - 1 : 0;
+    const std::int32_t* move_to = plan.move_to.data();
+    const std::int32_t n = size_;
+    // next: evicted entries before i; i - next: kept ones (one counter, so that the compiler
+    // does not branch on which of two to advance).
+    std::int32_t next = 0;
+    bool ok = true;
+    for (std::int32_t i = 0; i < n; ++i) {
+      const std::int32_t to = move_to[i];
+      const bool evicted = to == core::evicted_slot;
+      const bool in_list = evict[next < last ? next : last] == i;
+      ok = ok & ((evicted & in_list) | (!evicted & (to == i - next)));
+      next += static_cast<std::int32_t>(evicted);
+    }
+    return ok & (n - next == plan.n_kv_after) & (next == listed);
   }
 
   /// Bytes save() writes for `n` cells.
@@ -674,20 +706,57 @@ class cell_store {
 
   /// Applies a validated plan to the metadata (tiers first, in old slots).
   void apply(const eviction_plan& plan) {
+    apply_and_move(plan, [](std::int32_t, std::int32_t) {});
+  }
+
+  /// @brief Applies a validated plan to the metadata (tiers first, in old slots) and moves the
+  /// caller's own per-cell arrays in the same pass over the move map.
+  ///
+  /// The result is that of apply(plan) followed by compact_array() on each of the caller's
+  /// arrays: every entry from the first evicted slot on is copied to the running kept count
+  /// (stable, without a branch; entries before the first evicted slot stay in place).
+  /// @param plan a plan validate_plan() accepted for the current state.
+  /// @param move_cell called as move_cell(to, from) with to <= from for every slot `from` from
+  ///        the first evicted one on, in ascending order; it copies the caller's entries of
+  ///        cell `from` to `to` (plain stores: it must not throw).
+  template <class MoveCell>
+  void apply_and_move(const eviction_plan& plan, MoveCell move_cell) {
     for (const std::int32_t slot : plan.promote) tier_[slot] = pool_tier::base;
     for (const std::int32_t slot : plan.demote) tier_[slot] = pool_tier::buffer;
     if (cells_.table_) {
       for (const std::int32_t slot : plan.evict) cells_.table_->release(cells_.pos_[slot]);
       cells_.held_ = plan.n_kv_after;
     }
-    compact_array(cells_.pos_, plan);
+    // Pointers, map and count in locals: a store through a byte-typed array could alias them.
+    const std::int32_t n = plan.n_kv_before;
+    const std::int32_t* move_to = plan.move_to.data();
+    const std::int32_t first = plan.evict.empty() ? n : plan.evict.front();
+    std::int32_t* pos = cells_.pos_.data();
+    pool_tier* tier = tier_.data();
+    std::int32_t kept = first;
     if (!cells_.table_) {
-      compact_array(speaker_, plan);
-      compact_array(voice_, plan);
-      compact_array(flags_, plan);
-      compact_array(prior_, plan);
+      std::int32_t* speaker = speaker_.data();
+      float* voice = voice_.data();
+      std::uint8_t* flags = flags_.data();
+      float* prior = prior_.data();
+      for (std::int32_t i = first; i < n; ++i) {
+        pos[kept] = pos[i];
+        speaker[kept] = speaker[i];
+        voice[kept] = voice[i];
+        flags[kept] = flags[i];
+        prior[kept] = prior[i];
+        tier[kept] = tier[i];
+        move_cell(kept, i);
+        kept += move_to[i] != core::evicted_slot ? 1 : 0;
+      }
+    } else {
+      for (std::int32_t i = first; i < n; ++i) {
+        pos[kept] = pos[i];
+        tier[kept] = tier[i];
+        move_cell(kept, i);
+        kept += move_to[i] != core::evicted_slot ? 1 : 0;
+      }
     }
-    compact_array(tier_, plan);
     size_ = plan.n_kv_after;
     ++generation_;
   }
