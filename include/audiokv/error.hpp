@@ -26,9 +26,9 @@ class error : public std::invalid_argument {
   std::string argument_;
 };
 
-// audiokv::detail holds the helpers shared by every layer. The cpu and cuda layers have their own
-// detail namespaces, which hide this one from unqualified lookup inside them: code in a nested
-// namespace names these helpers as ::audiokv::detail::.
+// audiokv::detail holds the helpers shared by every layer. Each folder's namespace has its own
+// detail (audiokv::policy::detail, audiokv::cpu::detail, ...), which hides this one from
+// unqualified lookup inside it: code in a folder names these helpers as ::audiokv::detail::.
 namespace detail {
 
 /// Builds "<where>: <argument> = <value>: <expectation>" and throws audiokv::error.

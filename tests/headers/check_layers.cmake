@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Checks that every #include between the library's headers points down or sideways in the layer
-# order, never up. Run as `cmake -DAUDIOKV_INCLUDE_DIR=<repo>/include/audiokv -P check_layers.cmake`;
-# it prints every upward include and fails when there is one, or when a header matches no layer.
+# order, never up, and that every header opens only its folder's namespace. Run as
+# `cmake -DAUDIOKV_INCLUDE_DIR=<repo>/include/audiokv -P check_layers.cmake`; it prints every
+# upward include and every namespace outside the header's own, and fails when there is one, or
+# when a header matches no layer.
 #
 # The layers, bottom to top (a header may include its own layer and the layers below it):
 #   0 base     config.hpp error.hpp span.hpp version.hpp detail/   (portability, errors, spans)
@@ -22,18 +24,32 @@ set(_layer_table
   "cpu/=5" "cuda/=5"
   "registry.hpp=6" "audiokv.hpp=6" "eigen.hpp=6" "cuda.cuh=6")
 
+# The namespace of each folder, "<path prefix>=<namespace>" (longest prefix wins; a header outside
+# every folder is in audiokv). A header opens only its namespace and the namespaces nested in it
+# (its `detail` among them). A header under a folder other than detail/ may end with one block
+# `namespace audiokv { ... }` of using-declarations and namespace aliases that re-export its public
+# names into audiokv; no namespace may open after it.
+set(_namespace_table
+  "detail/=audiokv::detail"
+  "core/=audiokv::core"
+  "types/=audiokv::types"
+  "policy/=audiokv::policy" "policy/scores/=audiokv::policy::scores"
+  "pool/=audiokv::pool"
+  "cpu/=audiokv::cpu" "cuda/=audiokv::cuda")
+
 if(NOT AUDIOKV_INCLUDE_DIR OR NOT IS_DIRECTORY "${AUDIOKV_INCLUDE_DIR}")
   message(FATAL_ERROR "check_layers: set AUDIOKV_INCLUDE_DIR to include/audiokv")
 endif()
 
-# Sets `out` to the layer of the header at `rel` (relative to include/audiokv), or -1.
-function(audiokv_layer_of rel out)
-  set(_best -1)
+# Sets `out` to the value of the longest prefix of `table` (a list of "<prefix>=<value>") that
+# matches the header at `rel` (relative to include/audiokv), or to `fallback`.
+function(audiokv_lookup table rel fallback out)
+  set(_best "${fallback}")
   set(_best_len -1)
-  foreach(_entry IN LISTS _layer_table)
-    string(REGEX MATCH "^([^=]+)=([0-9]+)$" _m "${_entry}")
+  foreach(_entry IN LISTS ${table})
+    string(REGEX MATCH "^([^=]+)=(.+)$" _m "${_entry}")
     set(_prefix "${CMAKE_MATCH_1}")
-    set(_layer "${CMAKE_MATCH_2}")
+    set(_value "${CMAKE_MATCH_2}")
     string(LENGTH "${_prefix}" _len)
     string(SUBSTRING "${rel}" 0 ${_len} _head)
     if(_prefix MATCHES "/$")
@@ -48,11 +64,89 @@ function(audiokv_layer_of rel out)
       endif()
     endif()
     if(_hit AND _len GREATER _best_len)
-      set(_best ${_layer})
+      set(_best "${_value}")
       set(_best_len ${_len})
     endif()
   endforeach()
   set(${out} ${_best} PARENT_SCOPE)
+endfunction()
+
+# Sets `out` to the layer of the header at `rel`, or -1.
+function(audiokv_layer_of rel out)
+  audiokv_lookup(_layer_table "${rel}" -1 _layer)
+  set(${out} ${_layer} PARENT_SCOPE)
+endfunction()
+
+# Reports (SEND_ERROR) every namespace the header at `rel` opens outside its folder's namespace,
+# and a re-export block that is not the last namespace or holds anything but using-declarations,
+# namespace aliases, preprocessor lines and comments. Sets `out` to the number of faults.
+# Namespaces are followed by their opening lines and by the closing comments clang-format keeps
+# (`}  // namespace x`).
+function(audiokv_check_namespaces rel out)
+  audiokv_lookup(_namespace_table "${rel}" audiokv _own)
+  set(_faults 0)
+  set(_stack "")
+  set(_in_reexport FALSE)
+  set(_reexport_closed FALSE)
+  file(STRINGS "${AUDIOKV_INCLUDE_DIR}/${rel}" _lines
+       REGEX "^[ \t]*(namespace[ \t]*[A-Za-z0-9_:]*[ \t]*{|}[ \t]*//[ \t]*namespace)")
+  foreach(_line IN LISTS _lines)
+    if(_line MATCHES "^[ \t]*namespace[ \t]*([A-Za-z0-9_:]*)[ \t]*{")
+      set(_name "${CMAKE_MATCH_1}")
+      if(_name STREQUAL "")
+        set(_name "(anonymous)")
+      endif()
+      list(LENGTH _stack _depth)
+      if(_depth EQUAL 0)
+        set(_full "${_name}")
+      else()
+        list(GET _stack -1 _parent)
+        set(_full "${_parent}::${_name}")
+      endif()
+      list(APPEND _stack "${_full}")
+      if(_reexport_closed)
+        message(SEND_ERROR "${rel}: opens namespace ${_full} after its re-export block into "
+                           "audiokv, which must come last")
+        math(EXPR _faults "${_faults} + 1")
+      endif()
+      if(_full STREQUAL "audiokv" AND NOT _own STREQUAL "audiokv"
+         AND NOT _own STREQUAL "audiokv::detail")
+        set(_in_reexport TRUE)
+      elseif(NOT _full STREQUAL _own AND NOT _full MATCHES "^${_own}::")
+        message(SEND_ERROR "${rel}: opens namespace ${_full}; a header of this folder opens "
+                           "only ${_own} and the namespaces nested in it")
+        math(EXPR _faults "${_faults} + 1")
+      endif()
+    else()
+      list(LENGTH _stack _depth)
+      if(_depth GREATER 0)
+        list(GET _stack -1 _closed)
+        list(REMOVE_AT _stack -1)
+        if(_closed STREQUAL "audiokv" AND _in_reexport)
+          set(_reexport_closed TRUE)
+        endif()
+      endif()
+    endif()
+  endforeach()
+  if(_reexport_closed)
+    # The block runs from its opening line to the end of the file; strip what it may hold.
+    file(READ "${AUDIOKV_INCLUDE_DIR}/${rel}" _text)
+    string(FIND "${_text}" "\nnamespace audiokv {" _at REVERSE)
+    string(SUBSTRING "${_text}" ${_at} -1 _block)
+    foreach(_allowed "\nnamespace audiokv {" "}  // namespace audiokv(\n|$)"
+                     "using [A-Za-z0-9_:]+;" "namespace [A-Za-z0-9_]+ = [A-Za-z0-9_:]+;"
+                     "\n[ \t]*#[^\n]*" "//[^\n]*")
+      string(REGEX REPLACE "${_allowed}" "" _block "${_block}")
+    endforeach()
+    string(STRIP "${_block}" _block)
+    if(NOT _block STREQUAL "")
+      string(SUBSTRING "${_block}" 0 120 _block)
+      message(SEND_ERROR "${rel}: its block in namespace audiokv holds more than the "
+                         "using-declarations and namespace aliases of a re-export: ${_block}")
+      math(EXPR _faults "${_faults} + 1")
+    endif()
+  endif()
+  set(${out} ${_faults} PARENT_SCOPE)
 endfunction()
 
 file(GLOB_RECURSE _headers RELATIVE "${AUDIOKV_INCLUDE_DIR}" "${AUDIOKV_INCLUDE_DIR}/*.hpp"
@@ -67,6 +161,8 @@ foreach(_h IN LISTS _headers)
     math(EXPR _errors "${_errors} + 1")
     continue()
   endif()
+  audiokv_check_namespaces("${_h}" _faults)
+  math(EXPR _errors "${_errors} + ${_faults}")
   get_filename_component(_dir "${_h}" DIRECTORY)
   file(STRINGS "${AUDIOKV_INCLUDE_DIR}/${_h}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
   foreach(_line IN LISTS _lines)
@@ -100,9 +196,10 @@ foreach(_h IN LISTS _headers)
 endforeach()
 list(LENGTH _headers _count)
 if(_errors GREATER 0)
-  message(FATAL_ERROR "check_layers: ${_errors} include(s) break the layer order")
+  message(FATAL_ERROR "check_layers: ${_errors} include(s) or namespace(s) break the layer order")
 endif()
 if(_edges EQUAL 0)
   message(FATAL_ERROR "check_layers: found no library include in ${_count} headers")
 endif()
-message(STATUS "check_layers: ${_count} headers, ${_edges} library includes, none upward")
+message(STATUS "check_layers: ${_count} headers, ${_edges} library includes, none upward; "
+               "each header in its folder's namespace")

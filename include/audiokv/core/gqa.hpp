@@ -9,12 +9,10 @@
 #include "../config.hpp"
 #include "math.hpp"
 
-namespace audiokv {
+namespace audiokv::core {
 
 /// How a GQA group's query heads combine into one KV-head score.
 enum class gqa_reduce : std::uint8_t { mean = 0, max = 1 };
-
-namespace core {
 
 /// Score of cell j from attention [group_size, num_cells] (row-major).
 AUDIOKV_HOST_DEVICE float reduce_group(const float* attention, std::int32_t group_size,
@@ -27,5 +25,8 @@ AUDIOKV_HOST_DEVICE float reduce_group(const float* attention, std::int32_t grou
   return mode == gqa_reduce::max ? acc : acc / static_cast<float>(group_size);
 }
 
-}  // namespace core
+}  // namespace audiokv::core
+
+namespace audiokv {
+using core::gqa_reduce;
 }  // namespace audiokv

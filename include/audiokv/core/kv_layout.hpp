@@ -10,7 +10,7 @@
 
 #include "../config.hpp"
 
-namespace audiokv {
+namespace audiokv::core {
 
 /// Extents shared by every layout.
 struct kv_extents {
@@ -90,4 +90,11 @@ struct layout_strided {
   }
 };
 
+}  // namespace audiokv::core
+
+namespace audiokv {
+using core::kv_extents;
+using core::layout_hnd;
+using core::layout_nhd;
+using core::layout_strided;
 }  // namespace audiokv

@@ -9,7 +9,7 @@
 #include "../config.hpp"
 #include "kv_layout.hpp"
 
-namespace audiokv {
+namespace audiokv::core {
 
 /// @brief Non-owning (cell, head, dim) view; T may be const for a read-only view.
 /// @tparam T element type (float, half, bf16, int8, ...).
@@ -56,4 +56,8 @@ class kv_view {
   Layout layout_;
 };
 
+}  // namespace audiokv::core
+
+namespace audiokv {
+using core::kv_view;
 }  // namespace audiokv
