@@ -101,8 +101,8 @@ TEST(RadixSelect, EqualsSortedSelectionWhenACrowdOutgrowsTheBuffer) {
     const std::int32_t k = below + 1 + static_cast<std::int32_t>(rng() % (m / 3));
     std::vector<std::uint8_t> mask(n, 0);
     std::vector<std::uint32_t> bits(n);
-    audiokv::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
-                                         mask.data());
+    audiokv::policy::detail::radix_select_lowest(score.data(), slots.data(), m, k, bits.data(),
+                                                 mask.data());
     ASSERT_EQ(mask, reference(score, slots, k)) << "trial " << trial << " n " << n << " k " << k;
   }
 }

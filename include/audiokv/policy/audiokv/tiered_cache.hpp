@@ -185,11 +185,12 @@ class tiered_cache final : public eviction_policy {
   ///         cache throws (plans from that cache's group of caches on are then unspecified).
   static void plan_heads(span<const tiered_cache* const> caches, span<eviction_plan> plans) {
     constexpr const char* where = "tiered_cache::plan_heads";
-    AUDIOKV_REQUIRE(plans.size() == caches.size(), where, "plans.size()", plans.size(),
-                    detail::describe("must equal caches.size() (", caches.size(), ")").c_str());
+    AUDIOKV_REQUIRE(
+        plans.size() == caches.size(), where, "plans.size()", plans.size(),
+        ::audiokv::detail::describe("must equal caches.size() (", caches.size(), ")").c_str());
     for (std::size_t i = 0; i < caches.size(); ++i) {
       AUDIOKV_REQUIRE(caches[i] != nullptr, where,
-                      detail::indexed("caches", static_cast<long long>(i)), "nullptr",
+                      ::audiokv::detail::indexed("caches", static_cast<long long>(i)), "nullptr",
                       "must point to a cache");
     }
     using planner_type = detail::planner<Pipeline>;

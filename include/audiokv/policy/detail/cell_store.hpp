@@ -493,7 +493,7 @@ class cell_store {
     // Evicted slots interleave unpredictably with kept ones: each slot is written at the
     // running evicted count in scratch without a branch, and the list copied after. The kept
     // count before slot i is i minus the evicted count (one counter to advance).
-    std::int32_t* evicted = plan_scratch::at_least(out.scratch.order_b, size_);
+    std::int32_t* evicted = types::detail::plan_scratch::at_least(out.scratch.order_b, size_);
     std::int32_t* move_to = out.move_to.data();
     const std::int32_t n = size_;
     std::int32_t evicted_count = 0;
