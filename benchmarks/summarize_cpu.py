@@ -32,6 +32,7 @@ HEADS, HEAD_DIM = 8, 128
 # (label, benchmark name) of the roofline table, in pipeline order.
 ROOFLINE_ROWS = (
     ("observe", "BM_RooflineObserve"),
+    ("observe_heads() (8 heads together)", "BM_RooflineObserveHeads"),
     ("observe_group (G = 4)", "BM_RooflineObserveGroup4"),
     ("smoothing pipeline", "BM_RooflineSmoothing"),
     ("  median W=5 stage", "BM_RooflineStage<audiokv::median_stage<5>>"),

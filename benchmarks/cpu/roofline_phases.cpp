@@ -5,10 +5,10 @@
 // - BM_StreamCopy / BM_StreamTriad: STREAM kernels over float arrays of cells x 8 elements (the
 //   footprint class of the policy's per-cell data for 8 KV heads: in cache at these sizes, as in
 //   the benchmarks below), and over 2^25 elements per array (main memory).
-// - BM_Roofline*: observe(), observe_group() and each eviction phase for 8 KV heads, each head
-//   with its own data, through the entry points of the policy's parts (tiered_cache, the
-//   smoothing pipeline and its stages, protection_rules::mark, apply_speech_rules,
-//   pool_manager::plan_promotions, the entropy accumulator, the radix select,
+// - BM_Roofline*: observe(), observe_heads(), observe_group() and each eviction phase for 8
+//   KV heads, each head with its own data, through the entry points of the policy's parts
+//   (tiered_cache, the smoothing pipeline and its stages, protection_rules::mark,
+//   apply_speech_rules, pool_manager::plan_promotions, the entropy accumulator, the radix select,
 //   cell_store::build_plan); only the planner's private scoring pass (voice weight and priors)
 //   has no entry point of its own and is measured inside plan().
 //
@@ -183,6 +183,25 @@ void BM_RooflineObserve(benchmark::State& state) {
     for (std::int32_t h = 0; h < kHeads; ++h) {
       caches[h].observe(probs.data() + static_cast<std::size_t>(h) * cells, cells);
     }
+    benchmark::ClobberMemory();
+  }
+  report(state, 12.0 * cells * kHeads);
+}
+
+/// tiered_cache::observe_heads() of the 8 heads (one layer observed together: their speaker
+/// sums advance side by side). Byte model: observe()'s, 12 B per cell and head.
+void BM_RooflineObserveHeads(benchmark::State& state) {
+  const std::int32_t cells = arg_cells(state);
+  auto caches = caches_below_trigger(cells);
+  const auto probs = head_rows(kHeads, cells);
+  std::vector<audiokv::tiered_cache<>*> heads;
+  std::vector<audiokv::span<const float>> rows;
+  for (std::int32_t h = 0; h < kHeads; ++h) {
+    heads.push_back(&caches[h]);
+    rows.emplace_back(probs.data() + static_cast<std::size_t>(h) * cells, cells);
+  }
+  for (auto _ : state) {
+    audiokv::tiered_cache<>::observe_heads(heads, rows);
     benchmark::ClobberMemory();
   }
   report(state, 12.0 * cells * kHeads);
@@ -654,6 +673,7 @@ void stream_sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_StreamCopy)->Apply(stream_sizes);
 BENCHMARK(BM_StreamTriad)->Apply(stream_sizes);
 BENCHMARK(BM_RooflineObserve)->Apply(roofline_sizes);
+BENCHMARK(BM_RooflineObserveHeads)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineObserveGroup4)->Apply(roofline_sizes);
 BENCHMARK(BM_RooflineSmoothing)->Apply(roofline_sizes);
 BENCHMARK_TEMPLATE(BM_RooflineStage, audiokv::median_stage<5>)->Apply(roofline_sizes);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <audiokv/audiokv.hpp>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/stream.hpp"
@@ -535,6 +536,121 @@ TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
     expect_same_plan(together[i], alone, i);
   }
   for (std::size_t i = 0; i < caches.size(); ++i) caches[i].apply(together[i]);
+}
+
+std::vector<std::byte> state_of(const tiered_cache<>& cache) {
+  std::vector<std::byte> bytes(cache.snapshot_size());
+  cache.snapshot(bytes);
+  return bytes;
+}
+
+// Eleven KV heads (two passes of core::trend_lanes) of different lengths, one to three speakers
+// (with runs of one speaker), one with an evaluation share, and bursts of attention that fire
+// the drift detector. observe_heads() on one set must leave each cache as observe() leaves its
+// twin: the whole snapshot (importance, flags, baselines, drift state, stats) and the plans.
+TEST(TieredCache, ObservingALayersHeadsTogetherEqualsObservingEachHead) {
+  constexpr int heads = 11;
+  std::vector<tiered_cache<>> together, alone;
+  for (int h = 0; h < heads; ++h) {
+    audiokv_config c;
+    c.budget = 700;
+    c.num_speakers = 1 + h % 3;
+    if (h == 5) c.evaluation_share = 0.5f;
+    together.emplace_back(c);
+    alone.emplace_back(c);
+  }
+  std::uint32_t seed = 7;
+  const auto next = [&] {
+    seed ^= seed << 13;
+    seed ^= seed >> 17;
+    seed ^= seed << 5;
+    return static_cast<float>(seed >> 8) * (1.0f / 16777216.0f);
+  };
+  std::vector<std::int32_t> pos(heads, 0);
+  std::int64_t resets = 0;
+  for (int step = 0; step < 40; ++step) {
+    std::vector<std::vector<float>> rows(heads);
+    for (int h = 0; h < heads; ++h) {
+      // Head h grows by 5 + 3h cells a step: lengths differ, blocks end at different cells.
+      const std::int32_t count = 5 + 3 * h;
+      auto f = frames(pos[h], count);
+      for (auto& fr : f) {
+        fr.speaker = (fr.pos / 37) % (1 + h % 3);
+        fr.flags = fr.pos % 29 == 0 ? frame_flag_phoneme_boundary : 0;
+      }
+      pos[h] += count;
+      together[h].append(f.data(), count);
+      alone[h].append(f.data(), count);
+      rows[h].resize(together[h].num_cells());
+      const float burst = step % 9 == 8 ? 50.0f : 1.0f;
+      for (float& v : rows[h]) v = next() * next() * (next() < 0.1f ? burst : 1.0f);
+    }
+    std::vector<tiered_cache<>*> layer;
+    std::vector<span<const float>> attention;
+    for (int h = 0; h < heads; ++h) {
+      layer.push_back(&together[h]);
+      attention.emplace_back(rows[h]);
+      alone[h].observe(rows[h].data(), alone[h].num_cells());
+    }
+    tiered_cache<>::observe_heads(layer, attention);
+    for (int h = 0; h < heads; ++h) {
+      ASSERT_EQ(state_of(together[h]), state_of(alone[h])) << "head " << h << " step " << step;
+      if (!together[h].wants_eviction()) continue;
+      eviction_plan a, b;
+      together[h].plan(a);
+      alone[h].plan(b);
+      eviction_plan b_as_a = b;  // the plans differ only in the id of the cache that made them
+      b_as_a.cache_id = a.cache_id;
+      expect_same_plan(a, b_as_a, h);
+      together[h].apply(a);
+      alone[h].apply(b);
+    }
+  }
+  for (const auto& cache : together) resets += cache.stats().drift_resets;
+  EXPECT_GT(resets, 0) << "no drift reset: the bursts must exercise the reset path";
+  EXPECT_GT(together[10].stats().evictions, 0);
+}
+
+TEST(TieredCache, ObserveHeadsChecksEveryHeadBeforeChangingAny) {
+  audiokv_config c;
+  c.budget = 400;
+  tiered_cache<> first(c), second(c);
+  auto f = frames(0, 300);
+  first.append(f.data(), 300);
+  second.append(f.data(), 200);
+  std::vector<float> a(300, 1.0f / 300), b(200, 1.0f / 200);
+  const auto before_first = state_of(first), before_second = state_of(second);
+  std::vector<tiered_cache<>*> layer{&first, &second};
+  const auto expect_throws = [&](std::vector<span<const float>> attention, const char* argument) {
+    try {
+      tiered_cache<>::observe_heads(layer, attention);
+      ADD_FAILURE() << "accepted a bad " << argument;
+    } catch (const audiokv::error& e) {
+      EXPECT_EQ(e.argument(), argument);
+    }
+    EXPECT_EQ(state_of(first), before_first) << argument;
+    EXPECT_EQ(state_of(second), before_second) << argument;
+  };
+  expect_throws({a}, "attention.size()");
+  expect_throws({a, a}, "attention[1].size()");
+  expect_throws({a, span<const float>(nullptr, 200)}, "attention[1]");
+  b[157] = -1.0f;  // the second head's score; the first head's row is valid
+  expect_throws({a, b}, "attention[1][157]");
+  b[157] = std::numeric_limits<float>::quiet_NaN();
+  expect_throws({a, b}, "attention[1][157]");
+  b[157] = 0.0f;
+  a[299] = std::numeric_limits<float>::infinity();
+  expect_throws({a, b}, "attention[0][299]");
+  a[299] = 0.0f;
+  layer = {&first, nullptr};
+  expect_throws({a, b}, "caches[1]");
+  layer = {&first, &first};
+  expect_throws({a, a}, "caches[1]");
+  layer = {&first, &second};
+  tiered_cache<>::observe_heads(layer, std::vector<span<const float>>{a, b});
+  EXPECT_NE(state_of(first), before_first);
+  EXPECT_EQ(first.stats().steps, 1);
+  EXPECT_EQ(second.stats().steps, 1);
 }
 
 TEST(TieredCache, PlanHeadsChecksItsArgumentsBeforeWritingAPlan) {

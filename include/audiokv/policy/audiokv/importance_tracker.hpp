@@ -12,6 +12,7 @@
 
 #include "../../core/gqa.hpp"
 #include "../../core/importance.hpp"
+#include "../../core/trend.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../audiokv_config.hpp"
 #include "../detail/cell_store.hpp"
@@ -91,6 +92,63 @@ class importance_tracker {
   bool observe_group(const float* attention, std::int32_t group_size, std::int32_t n,
                      gqa_reduce mode, const cell_store& store) {
     return observe_rows(attention, group_size, n, mode, store);
+  }
+
+  /// @brief observe() of `count` <= core::trend_lanes distinct trackers at once: tracker i
+  /// observes its validated row attention[i] of n[i] cells of stores[i], and resets[i] is what
+  /// its observe() returns. Bit-identical per tracker: the same float operations per cell, the
+  /// same double additions per speaker in cell order. The single-speaker trackers' sums, one
+  /// dependent chain of additions each, advance side by side in one loop per block.
+  static void observe_lanes(importance_tracker* const* trackers, const float* const* attention,
+                            const std::int32_t* n, const cell_store* const* stores,
+                            std::int32_t count, bool* resets) {
+    constexpr std::int32_t lanes = core::trend_lanes;
+    static constexpr float zeros[block] = {};  // the rows of unused lanes
+    std::int32_t max_n = 0;
+    for (std::int32_t i = 0; i < count; ++i) {
+      trackers[i]->begin_step();
+      max_n = std::max(max_n, n[i]);
+    }
+    for (std::int32_t first = 0; first < max_n; first += block) {
+      const float* row[lanes];
+      double sum[lanes];
+      std::int32_t len_of[lanes];
+      importance_tracker* owner[lanes];
+      std::int32_t used = 0, common = block;
+      for (std::int32_t i = 0; i < count; ++i) {
+        if (first >= n[i]) continue;
+        importance_tracker& t = *trackers[i];
+        const std::int32_t len = std::min(block, n[i] - first);
+        t.update_block(attention[i] + first, first, len, n[i]);
+        if (t.num_speakers_ != 1) {
+          t.accumulate_block(first, len, *stores[i]);
+          continue;
+        }
+        row[used] = t.importance_.data() + first;
+        sum[used] = t.speaker_sum_[0];
+        len_of[used] = len;
+        owner[used] = &t;
+        common = std::min(common, len);
+        ++used;
+      }
+      if (used == 0) continue;
+      for (std::int32_t a = used; a < lanes; ++a) {
+        row[a] = zeros;
+        sum[a] = 0.0;
+      }
+      // Lane a's additions are its tracker's sum += imp[k] for k in order, as in observe().
+      for (std::int32_t k = 0; k < common; ++k) {
+        for (std::int32_t a = 0; a < lanes; ++a) sum[a] += row[a][k];
+      }
+      for (std::int32_t a = 0; a < used; ++a) {
+        for (std::int32_t k = common; k < len_of[a]; ++k) sum[a] += row[a][k];
+        owner[a]->speaker_sum_[0] = sum[a];
+        owner[a]->speaker_count_[0] += len_of[a];
+      }
+    }
+    for (std::int32_t i = 0; i < count; ++i) {
+      resets[i] = trackers[i]->end_step(attention[i], 1, n[i], gqa_reduce::mean);
+    }
   }
 
   /// Compacts the per-cell arrays by a validated plan.
@@ -199,14 +257,8 @@ class importance_tracker {
   template <class Speakers>
   bool observe_blocks(const float* attention, std::int32_t group_size, std::int32_t n,
                       gqa_reduce mode, Speakers&& speakers_of) {
-    for (std::int32_t s = 0; s < num_speakers_; ++s) {
-      speaker_sum_[s] = 0.0;
-      speaker_count_[s] = 0;
-    }
+    begin_step();
     float reduced[block];
-    const float alpha = alpha_, share = evaluation_share_, cells = static_cast<float>(n);
-    float* importance = importance_.data();
-    std::uint8_t* evaluated = evaluated_.data();
     for (std::int32_t first = 0; first < n; first += block) {
       const std::int32_t len = std::min(block, n - first);
       const float* row = attention + first;
@@ -228,14 +280,48 @@ class importance_tracker {
         }
         row = reduced;
       }
-      float* imp = importance + first;
-      std::uint8_t* flag = evaluated + first;
-      for (std::int32_t k = 0; k < len; ++k) {
-        imp[k] = core::importance_update(imp[k], row[k], alpha);
-        flag[k] = static_cast<std::uint8_t>(flag[k] | (row[k] * cells >= share));
-      }
-      accumulate_speakers(imp, speakers_of(first, len), len);
+      update_block(row, first, len, n);
+      accumulate_speakers(importance_.data() + first, speakers_of(first, len), len);
     }
+    return end_step(attention, group_size, n, mode);
+  }
+
+  /// Clears this step's per-speaker sums and counts.
+  void begin_step() noexcept {
+    for (std::int32_t s = 0; s < num_speakers_; ++s) {
+      speaker_sum_[s] = 0.0;
+      speaker_count_[s] = 0;
+    }
+  }
+
+  /// EMA and evaluation flag of cells [first, first + len) from their scores row[0, len), in a
+  /// step over n cells: I = importance_update(I, a, alpha); flag |= a * n >= share.
+  void update_block(const float* row, std::int32_t first, std::int32_t len,
+                    std::int32_t n) noexcept {
+    const float alpha = alpha_, share = evaluation_share_, cells = static_cast<float>(n);
+    float* imp = importance_.data() + first;
+    std::uint8_t* flag = evaluated_.data() + first;
+    for (std::int32_t k = 0; k < len; ++k) {
+      imp[k] = core::importance_update(imp[k], row[k], alpha);
+      flag[k] = static_cast<std::uint8_t>(flag[k] | (row[k] * cells >= share));
+    }
+  }
+
+  /// The speaker sums of cells [first, first + len) of `store`, with several speakers.
+  void accumulate_block(std::int32_t first, std::int32_t len, const cell_store& store) {
+    const float* imp = importance_.data() + first;
+    if (!store.shares_frames()) {
+      accumulate_speakers(imp, store.speaker() + first, len);
+      return;
+    }
+    std::int32_t gathered[block];
+    store.gather_speakers(first, len, gathered);
+    accumulate_speakers(imp, gathered, len);
+  }
+
+  /// The drift detector over the step's raw scores, then each speaker's baseline from its
+  /// mean importance this step. @return true when the drift detector reset the baselines.
+  bool end_step(const float* attention, std::int32_t group_size, std::int32_t n, gqa_reduce mode) {
     bool reset = false;
     if (n >= drift_window_) {
       reset = group_size > 1 ? is_drift(

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,7 +38,7 @@ namespace audiokv::policy {
 
 /// @brief Counters of what the cache has done, for monitoring and tests.
 struct audiokv_stats {
-  std::int64_t steps = 0;                 ///< observe() and observe_group() calls
+  std::int64_t steps = 0;  ///< observe(), observe_group() calls and caches observe_heads() observed
   std::int64_t evictions = 0;             ///< applied plans that evicted at least one cell
   std::int64_t cells_evicted = 0;         ///< cells evicted by applied plans
   std::int64_t promotions = 0;            ///< buffer -> base
@@ -157,6 +158,89 @@ class tiered_cache final : public eviction_policy {
                      gqa_reduce mode = gqa_reduce::mean) {
     observe_group(detail::group_rows(attention, group_size, num_cells), group_size, num_cells,
                   mode);
+  }
+
+  /// @brief observe() of several caches at once, e.g. the KV heads of one layer: afterwards
+  /// caches[i] is what caches[i]->observe(attention[i].data(), attention[i].size()) leaves,
+  /// bit for bit (importance, evaluation flags, baselines, drift state, stats).
+  ///
+  /// Up to core::trend_lanes caches run together in one pass over their cells: the speaker
+  /// sum of each single-speaker cache, a chain of dependent double additions in one cache,
+  /// advances side by side with the others' (a cache with several speakers keeps its own
+  /// loop). Allocates nothing. Needs exclusive access to every cache in `caches`; the scores
+  /// are only read.
+  ///
+  /// Checks, before changing any cache: attention.size() == caches.size(); each caches[i] not
+  /// null and not an earlier entry; then for each i in order attention[i].size() ==
+  /// caches[i]->num_cells(), the pointer, and each score (a NaN, infinity or negative value
+  /// throws naming "attention[i][cell]").
+  /// @throws audiokv::error naming "attention.size()", "caches[i]", "attention[i].size()",
+  ///         "attention[i]" or "attention[i][cell]"; every cache is then unchanged.
+  static void observe_heads(span<tiered_cache* const> caches,
+                            span<const span<const float>> attention) {
+    constexpr const char* where = "tiered_cache::observe_heads";
+    AUDIOKV_REQUIRE(
+        attention.size() == caches.size(), where, "attention.size()", attention.size(),
+        ::audiokv::detail::describe("must equal caches.size() (", caches.size(), ")").c_str());
+    for (std::size_t i = 0; i < caches.size(); ++i) {
+      const auto name = [i](const char* base) {
+        return ::audiokv::detail::indexed(base, static_cast<long long>(i));
+      };
+      AUDIOKV_REQUIRE(caches[i] != nullptr, where, name("caches"), "nullptr",
+                      "must point to a cache");
+      for (std::size_t j = 0; j < i; ++j) {
+        AUDIOKV_REQUIRE(caches[j] != caches[i], where, name("caches"), "a repeated cache",
+                        ::audiokv::detail::describe("must differ from caches[", j, "]").c_str());
+      }
+    }
+    for (std::size_t i = 0; i < caches.size(); ++i) {
+      const float* row = attention[i].data();
+      const auto size = attention[i].size();
+      const std::int32_t cells = caches[i]->store_.size();
+      if (size == static_cast<std::size_t>(cells) && (cells == 0 || row != nullptr) &&
+          detail::all_finite_non_negative(row, cells)) {
+        continue;
+      }
+      // The branch-free check above passes every valid row; this names the bad argument.
+      const auto name = ::audiokv::detail::indexed("attention", static_cast<long long>(i));
+      AUDIOKV_REQUIRE(
+          size == static_cast<std::size_t>(cells), where, name + ".size()", size,
+          ::audiokv::detail::describe("must equal caches[", i, "]->num_cells() (", cells, ")")
+              .c_str());
+      AUDIOKV_REQUIRE(cells == 0 || row != nullptr, where, name, "nullptr",
+                      "must point to the scores");
+      for (std::int32_t j = 0; j < cells; ++j) {
+        AUDIOKV_REQUIRE(std::isfinite(row[j]) && row[j] >= 0.0f, where,
+                        ::audiokv::detail::indexed(name.c_str(), j), row[j],
+                        "must be finite and >= 0");
+      }
+    }
+    constexpr std::int32_t group = core::trend_lanes;  // caches per pass
+    detail::importance_tracker* trackers[group] = {};
+    const detail::cell_store* stores[group] = {};
+    const float* rows[group] = {};
+    std::int32_t lengths[group] = {};
+    tiered_cache* owners[group] = {};
+    bool resets[group] = {};
+    std::int32_t count = 0;
+    const auto flush = [&] {
+      detail::importance_tracker::observe_lanes(trackers, rows, lengths, stores, count, resets);
+      for (std::int32_t a = 0; a < count; ++a) {
+        if (resets[a]) ++owners[a]->stats_.drift_resets;
+        ++owners[a]->stats_.steps;
+      }
+      count = 0;
+    };
+    for (std::size_t i = 0; i < caches.size(); ++i) {
+      tiered_cache& cache = *caches[i];
+      trackers[count] = &cache.importance_;
+      stores[count] = &cache.store_;
+      rows[count] = attention[i].data();
+      lengths[count] = cache.store_.size();
+      owners[count] = &cache;
+      if (++count == group) flush();
+    }
+    if (count > 0) flush();
   }
 
   bool wants_eviction() const noexcept override { return store_.size() >= pools_.trigger_cells(); }
