@@ -176,6 +176,54 @@ TEST(SpeechRules, ScoresBecomeTierThenRank) {
                                   order.data()));
 }
 
+// Seven rows of different lengths whose values span 2^-30 .. 2^30 with both signs, so the sum
+// depends on the order of its additions: each row's sum must be the left-to-right double sum of
+// its |values|, written out here as the formula.
+TEST(SpeechRules, ScaleSumsOfRowsSideBySideAreEachRowsSumInIndexOrder) {
+  constexpr std::int32_t rows = 7;
+  std::vector<std::vector<float>> values(rows);
+  std::uint32_t seed = 3;
+  for (std::int32_t r = 0; r < rows; ++r) {
+    values[r].resize(40 + 13 * r);
+    for (float& v : values[r]) {
+      seed = seed * 1664525u + 1013904223u;
+      const int exponent = static_cast<int>(seed >> 24) % 61 - 30;
+      v = std::ldexp(1.0f + static_cast<float>(seed & 0xffff) / 65536.0f, exponent);
+      if (seed & 0x10000) v = -v;
+    }
+  }
+  const float* scores[rows];
+  std::int32_t n[rows];
+  for (std::int32_t r = 0; r < rows; ++r) {
+    scores[r] = values[r].data();
+    n[r] = static_cast<std::int32_t>(values[r].size());
+  }
+  double sums[rows];
+  speech_scale_sums(scores, n, rows, sums);
+  for (std::int32_t r = 0; r < rows; ++r) {
+    double expected = 0.0;
+    for (const float v : values[r]) expected = expected + (v < 0.0f ? -double{v} : double{v});
+    EXPECT_EQ(sums[r], expected) << "row " << r;
+  }
+  // The rules given that sum write what they write when they sum themselves.
+  cells a(n[6]), b(n[6]);
+  std::copy(values[6].begin(), values[6].end(), a.score.begin());
+  std::copy(values[6].begin(), values[6].end(), b.score.begin());
+  speech_rules_config config;
+  alignment_frontier frontier;
+  std::vector<std::int32_t> order(n[6]);
+  std::vector<float> raw_a(n[6]), raw_b(n[6]), importance(n[6], 0.5f);
+  importance[17] = 0.9f;
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, a.pos.data(), a.voice.data(), importance.data(),
+                                 nullptr, 0, n[6], n[6] / 2, frontier, a.score.data(), raw_a.data(),
+                                 a.tier.data(), order.data()));
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, b.pos.data(), b.voice.data(), importance.data(),
+                                 nullptr, 0, n[6], n[6] / 2, frontier, b.score.data(), raw_b.data(),
+                                 b.tier.data(), order.data(), &sums[6]));
+  EXPECT_EQ(a.score, b.score);
+  EXPECT_EQ(raw_a, raw_b);
+}
+
 /// Largest distance between consecutive kept positions of a one-shot plan to `budget` cells
 /// of 1000 frames whose attention (six steps) covers only the first 100.
 std::int32_t largest_gap_after_one_shot(const audiokv_config& config) {

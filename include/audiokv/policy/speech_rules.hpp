@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "../core/selection.hpp"
+#include "../core/trend.hpp"
 #include "alignment_frontier.hpp"
 #include "attention_sinks.hpp"
 #include "temporal_coverage.hpp"
@@ -38,6 +39,34 @@ struct speech_rules_config {
 /// Tiers of apply_speech_rules(), lowest evicted first.
 enum class speech_tier : std::uint8_t { rest = 0, ahead = 1, floor = 2, sink = 3 };
 
+/// @brief apply_speech_rules()'s scale sums of `rows` <= core::trend_lanes score rows:
+/// sums[r] = sum_k |scores[r][k]| over k in [0, n[r]) in index order, as a double, the same
+/// additions as apply_speech_rules() makes. Each row's sum is a chain of dependent additions;
+/// the rows' chains advance side by side in one loop.
+inline void speech_scale_sums(const float* const* scores, const std::int32_t* n, std::int32_t rows,
+                              double* sums) noexcept {
+  constexpr std::int32_t lanes = core::trend_lanes;
+  if (rows <= 0) return;
+  const float* row[lanes];
+  double sum[lanes];
+  std::int32_t common = n[0];
+  for (std::int32_t a = 0; a < lanes; ++a) {
+    // An unused lane re-reads row 0 (at least `common` values) and its sum is dropped.
+    row[a] = scores[a < rows ? a : 0];
+    sum[a] = 0.0;
+    if (a < rows) common = std::min(common, n[a]);
+  }
+  for (std::int32_t k = 0; k < common; ++k) {
+    for (std::int32_t a = 0; a < lanes; ++a) sum[a] += std::fabs(static_cast<double>(row[a][k]));
+  }
+  for (std::int32_t a = 0; a < rows; ++a) {
+    for (std::int32_t k = common; k < n[a]; ++k) {
+      sum[a] += std::fabs(static_cast<double>(row[a][k]));
+    }
+    sums[a] = sum[a];
+  }
+}
+
 /// @brief Rewrites one plan's scores by tier in O(n), without sorting:
 ///   score[j] = 4 tier_j + 1.5 + 1.5 x_j / (1 + |x_j|),  x_j = raw_j / mean_k |raw_k|
 /// (x_j = 0 when every raw score is 0). The second term is non-decreasing in raw_j and lies in
@@ -59,13 +88,15 @@ enum class speech_tier : std::uint8_t { rest = 0, ahead = 1, floor = 2, sink = 3
 /// decoder's alignment in the heads that align).
 ///
 /// Scratch, each [n]: raw receives the scores before the rewrite; tier and order are work
-/// space. Allocates nothing.
+/// space. scale_sum: null, or sum_k |score_k| as speech_scale_sums() computes it (the rules
+/// then do not sum again). Allocates nothing.
 inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms,
                                const std::int32_t* pos, const float* voice, const float* importance,
                                const std::uint8_t* protected_cells, std::uint8_t kept_level,
                                std::int32_t n, std::int32_t keep,
                                const alignment_frontier& frontier, float* score, float* raw,
-                               std::uint8_t* tier, std::int32_t* order) {
+                               std::uint8_t* tier, std::int32_t* order,
+                               const double* scale_sum = nullptr) {
   if (!config.any() || n <= 0) return false;
   constexpr auto rest = static_cast<std::uint8_t>(speech_tier::rest);
   constexpr auto sink = static_cast<std::uint8_t>(speech_tier::sink);
@@ -83,20 +114,33 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   std::int32_t peak = 0;
   if (has_frontier && !frontier.given()) {
     float top = importance[0];
-    for (std::int32_t j = 0; j < n; ++j) {
-      raw[j] = score[j];
-      scale += std::fabs(static_cast<double>(score[j]));
-      if (importance[j] > top) {
-        top = importance[j];
-        peak = j;
+    if (scale_sum != nullptr) {
+      for (std::int32_t j = 0; j < n; ++j) {
+        raw[j] = score[j];
+        if (importance[j] > top) {
+          top = importance[j];
+          peak = j;
+        }
+      }
+    } else {
+      for (std::int32_t j = 0; j < n; ++j) {
+        raw[j] = score[j];
+        scale += std::fabs(static_cast<double>(score[j]));
+        if (importance[j] > top) {
+          top = importance[j];
+          peak = j;
+        }
       }
     }
+  } else if (scale_sum != nullptr) {
+    std::copy(score, score + n, raw);
   } else {
     for (std::int32_t j = 0; j < n; ++j) {
       raw[j] = score[j];
       scale += std::fabs(static_cast<double>(score[j]));
     }
   }
+  if (scale_sum != nullptr) scale = *scale_sum;
   std::int32_t sinks = 0;
   if (config.sinks.enabled) {
     sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier, sink, order);
@@ -179,5 +223,6 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
 namespace audiokv {
 using policy::apply_speech_rules;
 using policy::speech_rules_config;
+using policy::speech_scale_sums;
 using policy::speech_tier;
 }  // namespace audiokv

@@ -90,10 +90,26 @@ class planner {
           n[r] = head.store_.size();
         }
         Pipeline::apply_rows(pipelines, in, smoothed, scratch, n, ctx, rows);
+        // The speech rules' scale sums of the heads that apply them, side by side.
+        const float* scores[group]{};
+        std::int32_t lengths[group]{};
+        double sums[group]{};
+        std::int32_t ruled[group]{};
+        std::int32_t num_ruled = 0;
         for (std::int32_t r = 0; r < rows; ++r) {
           const planner& head = *heads[first + r];
           head.finish_scores(w[r]);
-          head.plan_from_scores(targets[first + r], use_ratio, *outs[first + r], w[r]);
+          if (head.config_.speech.any() && n[r] > 0) {
+            scores[num_ruled] = w[r].final_scores;
+            lengths[num_ruled] = n[r];
+            ruled[num_ruled++] = r;
+          }
+        }
+        speech_scale_sums(scores, lengths, num_ruled, sums);
+        for (std::int32_t r = 0, i = 0; r < rows; ++r) {
+          const planner& head = *heads[first + r];
+          const double* scale_sum = i < num_ruled && ruled[i] == r ? &sums[i++] : nullptr;
+          head.plan_from_scores(targets[first + r], use_ratio, *outs[first + r], w[r], scale_sum);
         }
       }
     } else {
@@ -119,8 +135,8 @@ class planner {
 
   /// plan_down_to() after score_cells(w): protection, speech rules, tiers, ratio, selection and
   /// the plan.
-  void plan_from_scores(std::int32_t target, bool use_ratio, eviction_plan& out,
-                        const workspace& w) const {
+  void plan_from_scores(std::int32_t target, bool use_ratio, eviction_plan& out, const workspace& w,
+                        const double* scale_sum = nullptr) const {
     protection_.mark(store_, w.protection, w.boundary_pos);
     // Speech rules rank the scores by tier; w.smoothed keeps the scores before that (for the
     // entropy), w.boundary_pos is free after mark() and w.key_bits before selection.
@@ -138,7 +154,8 @@ class planner {
     if (apply_speech_rules(config_.speech, config_.frame_ms, store_.pos(), voice,
                            importance_.importance(), w.protection, protect_always, store_.size(),
                            target - always_kept, frontier_, w.final_scores, w.smoothed,
-                           reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos)) {
+                           reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos,
+                           scale_sum)) {
       raw_scores = w.smoothed;
     }
     std::uint8_t* mask = w.mask;
