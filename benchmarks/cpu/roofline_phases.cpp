@@ -560,11 +560,27 @@ double plan_floor_bytes(const eviction_state& st) {
   return bytes;
 }
 
+/// apply() per cell: read move_to (4 B); per kept cell move its eight per-cell values
+/// (importance, position, speaker, voice, prior: 4 B; evaluation flag, frame flags, tier: 1 B;
+/// 23 B read + 23 B written).
+double apply_floor_bytes(const eviction_state& st) {
+  double bytes = 0.0;
+  for (const auto& head : st.heads) bytes += 4.0 * st.cells + 46.0 * head.plan.n_kv_after;
+  return bytes;
+}
+
+/// One plan per head, reserved for the cache's capacity (the benchmarked calls then allocate
+/// nothing).
+std::vector<audiokv::eviction_plan> reserved_plans(const eviction_state& st) {
+  std::vector<audiokv::eviction_plan> plans(kHeads);
+  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  return plans;
+}
+
 /// tiered_cache::plan() for 8 heads (const: the same state every iteration).
 void BM_RooflinePlan(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
-  std::vector<audiokv::eviction_plan> plans(kHeads);
-  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::eviction_plan> plans = reserved_plans(st);
   for (auto _ : state) {
     for (std::int32_t h = 0; h < kHeads; ++h) st.heads[h].cache->plan(plans[h]);
     benchmark::ClobberMemory();
@@ -574,16 +590,12 @@ void BM_RooflinePlan(benchmark::State& state) {
 
 /// The eviction before K/V compaction: plan() and apply() for 8 heads, on fresh copies of the
 /// state (copied outside the timed region).
-/// Byte model: plan() as above, plus apply() reading move_to (4 B per cell) and moving each kept
-/// cell's eight per-cell values (importance, position, speaker, voice, prior: 4 B; evaluation
-/// flag, frame flags, tier: 1 B; 23 B read + 23 B written).
+/// Byte model: plan_floor_bytes + apply_floor_bytes.
 void BM_RooflineEviction(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
-  std::vector<audiokv::eviction_plan> plans(kHeads);
-  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::eviction_plan> plans = reserved_plans(st);
   std::vector<audiokv::tiered_cache<>> caches;
-  double bytes = plan_floor_bytes(st);
-  for (const auto& head : st.heads) bytes += 4.0 * st.cells + 46.0 * head.plan.n_kv_after;
+  const double bytes = plan_floor_bytes(st) + apply_floor_bytes(st);
   for (auto _ : state) {
     state.PauseTiming();
     caches.clear();
@@ -602,8 +614,7 @@ void BM_RooflineEviction(benchmark::State& state) {
 /// recurrences run side by side). Byte model as BM_RooflinePlan's.
 void BM_RooflinePlanLayer(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
-  std::vector<audiokv::eviction_plan> plans(kHeads);
-  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::eviction_plan> plans = reserved_plans(st);
   std::vector<const audiokv::tiered_cache<>*> heads;
   for (const auto& head : st.heads) heads.push_back(head.cache.get());
   for (auto _ : state) {
@@ -617,13 +628,11 @@ void BM_RooflinePlanLayer(benchmark::State& state) {
 /// and apply() per head, on fresh copies of the state. Byte model as BM_RooflineEviction's.
 void BM_RooflineEvictionLayer(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
-  std::vector<audiokv::eviction_plan> plans(kHeads);
-  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::eviction_plan> plans = reserved_plans(st);
   std::vector<audiokv::tiered_cache<>> caches;
   caches.reserve(kHeads);
   std::vector<const audiokv::tiered_cache<>*> heads(kHeads);
-  double bytes = plan_floor_bytes(st);
-  for (const auto& head : st.heads) bytes += 4.0 * st.cells + 46.0 * head.plan.n_kv_after;
+  const double bytes = plan_floor_bytes(st) + apply_floor_bytes(st);
   for (auto _ : state) {
     state.PauseTiming();
     caches.clear();
@@ -642,11 +651,9 @@ void BM_RooflineEvictionLayer(benchmark::State& state) {
 /// 46 B per kept cell).
 void BM_RooflineApply(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
-  std::vector<audiokv::eviction_plan> plans(kHeads);
-  for (auto& plan : plans) plan.reserve(st.config.reserved_capacity());
+  std::vector<audiokv::eviction_plan> plans = reserved_plans(st);
   std::vector<audiokv::tiered_cache<>> caches;
-  double bytes = 0.0;
-  for (const auto& head : st.heads) bytes += 4.0 * st.cells + 46.0 * head.plan.n_kv_after;
+  const double bytes = apply_floor_bytes(st);
   for (auto _ : state) {
     state.PauseTiming();
     caches.clear();
