@@ -109,7 +109,8 @@ TEST(Trend, RowsSideBySideMatchTheRecurrenceBitForBitWhateverTheirLengths) {
     audiokv::core::trend_rows(in_ptr.data(), out_ptr.data(), n.data(), rows, 0.6f, 0.3f);
     for (std::int32_t r = 0; r < rows; ++r) {
       const auto expected = holt_reference(in[r], 0.6f, 0.3f);
-      ASSERT_EQ(std::memcmp(out[r].data(), expected.data(), expected.size() * sizeof(float)), 0)
+      ASSERT_TRUE(expected.empty() ||
+                  std::memcmp(out[r].data(), expected.data(), expected.size() * sizeof(float)) == 0)
           << rows << " rows, row " << r << " of " << n[r] << " cells";
       EXPECT_EQ(out[r][n[r]], -7.0f) << "wrote past row " << r;
     }
