@@ -577,6 +577,12 @@ std::vector<audiokv::eviction_plan> reserved_plans(const eviction_state& st) {
   return plans;
 }
 
+/// caches = fresh copies of the state's heads (an eviction changes its caches).
+void copy_heads(const eviction_state& st, std::vector<audiokv::tiered_cache<>>& caches) {
+  caches.clear();
+  for (const auto& head : st.heads) caches.push_back(*head.cache);
+}
+
 /// tiered_cache::plan() for 8 heads (const: the same state every iteration).
 void BM_RooflinePlan(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
@@ -598,8 +604,7 @@ void BM_RooflineEviction(benchmark::State& state) {
   const double bytes = plan_floor_bytes(st) + apply_floor_bytes(st);
   for (auto _ : state) {
     state.PauseTiming();
-    caches.clear();
-    for (const auto& head : st.heads) caches.push_back(*head.cache);
+    copy_heads(st, caches);
     state.ResumeTiming();
     for (std::int32_t h = 0; h < kHeads; ++h) {
       caches[h].plan(plans[h]);
@@ -635,8 +640,7 @@ void BM_RooflineEvictionLayer(benchmark::State& state) {
   const double bytes = plan_floor_bytes(st) + apply_floor_bytes(st);
   for (auto _ : state) {
     state.PauseTiming();
-    caches.clear();
-    for (const auto& head : st.heads) caches.push_back(*head.cache);
+    copy_heads(st, caches);
     for (std::int32_t h = 0; h < kHeads; ++h) heads[h] = &caches[h];
     state.ResumeTiming();
     audiokv::tiered_cache<>::plan_heads(heads, plans);
@@ -656,8 +660,7 @@ void BM_RooflineApply(benchmark::State& state) {
   const double bytes = apply_floor_bytes(st);
   for (auto _ : state) {
     state.PauseTiming();
-    caches.clear();
-    for (const auto& head : st.heads) caches.push_back(*head.cache);
+    copy_heads(st, caches);
     for (std::int32_t h = 0; h < kHeads; ++h) caches[h].plan(plans[h]);
     state.ResumeTiming();
     for (std::int32_t h = 0; h < kHeads; ++h) caches[h].apply(plans[h]);
