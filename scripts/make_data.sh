@@ -4,6 +4,9 @@
 #   <out>/asr/manifest.tsv     Asterisk prompt clips, dev/test (tools/make_clips.py)
 #   <out>/voices/manifest.tsv  synthetic voices, telephone band and noise, dev/test
 #                              (tools/make_voices.py)
+#   <out>/asr/dev_wide.tsv     the Asterisk dev clips plus 4 passes over the dev prompts in other
+#                              orders (tuning only)
+#   <out>/voices/dev_wide.tsv  the voice dev clips plus 3 passes with other voices and SNRs
 #   <out>/voices/long.tsv      long streams of Asterisk prompts, split "long" (tools/make_voices.py)
 # Usage: scripts/make_data.sh [OUT]   (default build/data). Installs what is missing first.
 # Deterministic: the same packages give the same bytes.
@@ -12,5 +15,5 @@ cd "$(dirname "$0")/.."
 out="${1:-build/data}"
 source scripts/deps/asr.sh
 py="${AUDIOKV_ASR_PYTHON:-python3}"
-"$py" examples/asr_whisper/tools/make_clips.py --out "$out/asr"
-"$py" examples/asr_whisper/tools/make_voices.py --out "$out/voices"
+"$py" examples/asr_whisper/tools/make_clips.py --out "$out/asr" --wide-passes 4
+"$py" examples/asr_whisper/tools/make_voices.py --out "$out/voices" --wide-passes 3

@@ -73,6 +73,8 @@ struct options {
   double lookback_ms = -1;            ///< audiokv speech.frontier.lookback_ms
   double past_density = -1;           ///< audiokv speech.frontier.past_density
   double past_decay_ms = -1;          ///< audiokv speech.frontier.past_decay_ms
+  double past_decay_floor = -1;       ///< audiokv speech.frontier.past_decay_floor
+  double centre_band = -1;            ///< audiokv speech.coverage.centre_band
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
@@ -147,6 +149,7 @@ void usage(std::ostream& os) {
         "                  The streaming protocol always plans per head\n"
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
         "  --silence-weight W, --lookback-ms MS, --past-density D, --past-decay-ms MS,\n"
+        "  --past-decay-floor K, --centre-band B,\n"
         "  --frontier-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
         "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
@@ -299,6 +302,9 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (o.lookback_ms >= 0) speech.frontier.lookback_ms = static_cast<float>(o.lookback_ms);
   if (o.past_density >= 0) speech.frontier.past_density = static_cast<float>(o.past_density);
   if (o.past_decay_ms >= 0) speech.frontier.past_decay_ms = static_cast<float>(o.past_decay_ms);
+  if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
+  if (o.past_decay_floor >= 0)
+    speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
     speech.frontier.frontier_density = static_cast<float>(o.frontier_density);
   const std::string& name = o.policy;
@@ -425,6 +431,10 @@ int run(int argc, char** argv) {
       o.past_density = std::stod(next());
     else if (a == "--past-decay-ms")
       o.past_decay_ms = std::stod(next());
+    else if (a == "--past-decay-floor")
+      o.past_decay_floor = std::stod(next());
+    else if (a == "--centre-band")
+      o.centre_band = std::stod(next());
     else if (a == "--frontier-density")
       o.frontier_density = std::stod(next());
     else if (a == "--no-alignment")

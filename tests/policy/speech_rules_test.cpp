@@ -300,6 +300,79 @@ TEST(TemporalCoverage, AgeDecayGivesThePastAHarmonicWeight) {
   EXPECT_DOUBLE_EQ(policy::detail::coverage_time_weight(0, 20, 10, 0.5, 0.0), 15.0);
 }
 
+// The exponential profile's weight against a midpoint sum of past + (1 - past) exp(-(D - p) / T)
+// over 200,000 steps per frame range (error well below 1e-6 here).
+TEST(TemporalCoverage, ExponentialDecayWeightIsTheIntegralOfItsProfile) {
+  struct shape {
+    std::int64_t from, to, dense_from;
+    double past, decay;
+  };
+  for (const shape& c :
+       {shape{0, 20, 10, 0.0, 5.0}, shape{0, 20, 10, 0.3, 7.0}, shape{-40, 5, -10, 0.25, 12.0},
+        shape{3, 9, 50, 0.0, 2.0}, shape{0, 30, 0, 0.5, 4.0}}) {
+    double sum = 0.0;
+    const std::int64_t split = std::min(std::max(c.dense_from, c.from), c.to);
+    const int steps = 200000;
+    const double h = static_cast<double>(split - c.from) / steps;
+    for (int i = 0; i < steps; ++i) {
+      const double p = static_cast<double>(c.from) + (i + 0.5) * h;
+      sum += h * (c.past +
+                  (1.0 - c.past) * std::exp(-(static_cast<double>(c.dense_from) - p) / c.decay));
+    }
+    sum += static_cast<double>(c.to - split);
+    EXPECT_NEAR(policy::detail::coverage_time_weight(c.from, c.to, c.dense_from, c.past, c.decay,
+                                                     /*exponential=*/true),
+                sum, 1e-6)
+        << c.from << " " << c.to << " " << c.dense_from;
+  }
+}
+
+// Exponential decay T = 5, past density 0, dense from 10, floor 10, segments of 10: [0, 10)
+// weighs 5 (1 - e^-2) = 4.32 against 10, so it gets round(10 * 4.32 / 14.32) = 3 cells (the
+// harmonic profile: 5 ln 3 = 5.49 -> round(3.55) = 4). Equal scores pick the cells nearest the
+// centres 1.67, 5, 8.33 and, in sub-spans of 10 / 7 frames, 10.71, 12.14, ..., 19.29.
+TEST(TemporalCoverage, ExponentialDecayGivesThePastItsShare) {
+  cells c(20);
+  EXPECT_EQ(mark_coverage_floor(c.pos.data(), c.voice.data(), c.score.data(), c.n(), 10, 10,
+                                /*dense_from=*/10, /*past_density=*/0.0, /*silence=*/1.0,
+                                c.tier.data(), 2, INT64_MAX, /*past_decay_frames=*/5.0,
+                                /*exponential_decay=*/true),
+            10);
+  EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{2, 5, 8, 11, 12, 14, 15, 16, 18, 19}));
+  cells harmonic(20);
+  mark_coverage_floor(harmonic.pos.data(), harmonic.voice.data(), harmonic.score.data(),
+                      harmonic.n(), 10, 10, 10, 0.0, 1.0, harmonic.tier.data(), 2, INT64_MAX, 5.0);
+  const auto kept = marked(harmonic.tier, 2);
+  EXPECT_EQ(std::count_if(kept.begin(), kept.end(), [](std::int32_t p) { return p < 10; }), 4);
+}
+
+// One sub-span [0, 10), centre 5. The whole band lets the best score win anywhere; a band of 0.5
+// (|p - 5| <= 2.5) lets it win only in 3..7, and a sub-span with no cell in its band keeps the
+// cell nearest the centre (the older of two).
+TEST(TemporalCoverage, CentreBandBoundsWhereTheScoreChooses) {
+  auto pick = [](std::vector<std::int32_t> pos, std::vector<float> score, double band) {
+    const auto n = static_cast<std::int32_t>(pos.size());
+    std::vector<float> voice(pos.size(), 1.0f);
+    std::vector<std::uint8_t> tier(pos.size(), 0);
+    EXPECT_EQ(mark_coverage_floor(pos.data(), voice.data(), score.data(), n, 1, 10, INT64_MIN, 1.0,
+                                  1.0, tier.data(), 2, INT64_MAX, 0.0, false, band),
+              1);
+    for (std::int32_t j = 0; j < n; ++j)
+      if (tier[j] == 2) return pos[j];
+    return -1;
+  };
+  const std::vector<std::int32_t> all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> score(10, 1.0f);
+  score[0] = 9.0f;
+  EXPECT_EQ(pick(all, score, 1.0), 0);
+  EXPECT_EQ(pick(all, score, 0.5), 5);
+  score[7] = 5.0f;
+  EXPECT_EQ(pick(all, score, 0.5), 7);
+  EXPECT_EQ(pick(all, score, 0.3), 5);  // |7 - 5| > 1.5
+  EXPECT_EQ(pick({0, 1, 9}, {9.0f, 1.0f, 1.0f}, 0.5), 1);
+  EXPECT_EQ(pick({0, 1, 9}, {9.0f, 1.0f, 1.0f}, 1.0), 0);
+}
+
 /// Floor cells of apply_speech_rules() on 20 cells at positions 0..19 of 10 ms, equal scores,
 /// segments of 10 frames, the engine's frontier at 15 with a 5-frame look-back (dense from 10).
 std::vector<std::int32_t> floor_cells(std::int32_t keep, float frontier_density,
@@ -390,6 +463,40 @@ TEST(SpeechRules, ConfigValidationNamesTheField) {
       FAIL() << "no error for frontier_density " << bad;
     } catch (const audiokv::error& e) {
       EXPECT_NE(std::string(e.what()).find("config.speech.frontier.frontier_density"),
+                std::string::npos);
+    }
+  }
+  for (const float bad : {-1.0f, 2e6f, std::nanf("")}) {
+    audiokv_config c = config;
+    c.speech.frontier.past_decay_floor = bad;
+    try {
+      c.validate();
+      FAIL() << "no error for past_decay_floor " << bad;
+    } catch (const audiokv::error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.past_decay_floor"),
+                std::string::npos);
+    }
+  }
+  {
+    audiokv_config c = config;  // two decays at once: which one applies would be a guess
+    c.speech.frontier.past_decay_floor = 1.0f;
+    c.speech.frontier.past_decay_ms = 2000.0f;
+    try {
+      c.validate();
+      FAIL() << "no error for past_decay_floor with past_decay_ms";
+    } catch (const audiokv::error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.past_decay_floor"),
+                std::string::npos);
+    }
+  }
+  for (const float bad : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
+    audiokv_config c = config;
+    c.speech.coverage.centre_band = bad;
+    try {
+      c.validate();
+      FAIL() << "no error for centre_band " << bad;
+    } catch (const audiokv::error& e) {
+      EXPECT_NE(std::string(e.what()).find("config.speech.coverage.centre_band"),
                 std::string::npos);
     }
   }

@@ -14,7 +14,10 @@ Protocol (deterministic, rerunnable from scratch):
     between them) while the clip stays <= 29 s; a clip is emitted once it is >= 20 s; a prompt
     that would overflow a clip shorter than 20 s starts a new clip instead (the short one is
     discarded);
-  * the first --dev-clips dev clips and --test-clips test clips are kept (default 15 + 35).
+  * the first --dev-clips dev clips and --test-clips test clips are kept (default 15 + 35);
+  * --wide-passes P also writes <out>/dev_wide.tsv, a wider dev split for tuning: every dev clip
+    and P more passes over the dev prompts, pass p in the order of sha1("p:name") (the same
+    audio with other neighbours and clip boundaries; clip ids wdev<p>_NN).
 
 Writes <out>/wav/<clip_id>.wav (8 kHz PCM16) and <out>/manifest.tsv with the columns
 clip_id, split, duration_s, wav (relative to <out>), prompts (space separated), reference.
@@ -62,6 +65,32 @@ def read_wav(path):
         return w.readframes(w.getnframes()), w.getframerate()
 
 
+def pack_clips(prompts, min_s, max_s):
+    """Prompts in the given order appended (GAP_S apart) while a clip stays <= max_s; a clip is
+    emitted once it is >= min_s, a shorter one is dropped when the next prompt overflows it."""
+    clips, cur, cur_dur = [], [], 0.0
+    for name, pcm, dur in prompts:
+        add = dur + (GAP_S if cur else 0.0)
+        if cur and cur_dur + add > max_s:
+            if cur_dur >= min_s:
+                clips.append(cur)
+            cur, cur_dur, add = [], 0.0, dur
+        cur.append((name, pcm, dur))
+        cur_dur += add
+    if cur and cur_dur >= min_s:
+        clips.append(cur)
+    return clips
+
+
+def write_manifest(path, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("clip_id\tsplit\tduration_s\twav\tprompts\treference\n")
+        for r in rows:
+            f.write("\t".join(r) + "\n")
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default="build/data/asr", help="output directory")
@@ -70,6 +99,9 @@ def main():
     ap.add_argument("--max-s", type=float, default=29.0)
     ap.add_argument("--dev-clips", type=int, default=15)
     ap.add_argument("--test-clips", type=int, default=35)
+    ap.add_argument("--wide-passes", type=int, default=0,
+                    help="also write dev_wide.tsv: every dev clip plus N passes over the dev "
+                         "prompts in other orders (split dev; for tuning only)")
     args = ap.parse_args()
 
     sounds = args.sounds_dir or next((d for d in SOUNDS_DIRS if os.path.isdir(d)), None)
@@ -101,38 +133,38 @@ def main():
 
     os.makedirs(os.path.join(args.out, "wav"), exist_ok=True)
     gap = b"\x00\x00" * int(round(GAP_S * rate))
+
+    def write_clip(cid, split, clip):
+        data = gap.join(p for _, p, _ in clip)
+        rel = os.path.join("wav", cid + ".wav")
+        with wave.open(os.path.join(args.out, rel), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(rate)
+            w.writeframes(data)
+        names = " ".join(n for n, _, _ in clip)
+        ref = " ".join(texts[n] for n, _, _ in clip).replace("\t", " ")
+        return (cid, split, "%.3f" % (len(data) / 2 / rate), rel, names, ref)
+
     rows = []
     for split, limit in (("dev", args.dev_clips), ("test", args.test_clips)):
-        clips, cur, cur_dur = [], [], 0.0
-        for name, pcm, dur in prompts[split]:
-            add = dur + (GAP_S if cur else 0.0)
-            if cur and cur_dur + add > args.max_s:
-                if cur_dur >= args.min_s:
-                    clips.append(cur)
-                cur, cur_dur, add = [], 0.0, dur
-            cur.append((name, pcm, dur))
-            cur_dur += add
-        if cur and cur_dur >= args.min_s:
-            clips.append(cur)
-        for i, clip in enumerate(clips[:limit]):
-            cid = "%s%02d" % (split, i)
-            data = gap.join(p for _, p, _ in clip)
-            rel = os.path.join("wav", cid + ".wav")
-            with wave.open(os.path.join(args.out, rel), "wb") as w:
-                w.setnchannels(1)
-                w.setsampwidth(2)
-                w.setframerate(rate)
-                w.writeframes(data)
-            names = " ".join(n for n, _, _ in clip)
-            ref = " ".join(texts[n] for n, _, _ in clip).replace("\t", " ")
-            rows.append((cid, split, "%.3f" % (len(data) / 2 / rate), rel, names, ref))
-
-    tmp = os.path.join(args.out, "manifest.tsv.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("clip_id\tsplit\tduration_s\twav\tprompts\treference\n")
-        for r in rows:
-            f.write("\t".join(r) + "\n")
-    os.replace(tmp, os.path.join(args.out, "manifest.tsv"))
+        for i, clip in enumerate(pack_clips(prompts[split], args.min_s, args.max_s)[:limit]):
+            rows.append(write_clip("%s%02d" % (split, i), split, clip))
+    write_manifest(os.path.join(args.out, "manifest.tsv"), rows)
+    if args.wide_passes > 0:
+        # Pass 0: every dev clip of the name order; pass p: the dev prompts reordered by
+        # sha1("p:name"), so the same prompts meet other neighbours and clip boundaries.
+        wide = []
+        for p in range(args.wide_passes + 1):
+            order = sorted(prompts["dev"],
+                           key=lambda x: hashlib.sha1(("%d:%s" % (p, x[0])).encode()).hexdigest())
+            for i, clip in enumerate(pack_clips(order if p else prompts["dev"], args.min_s,
+                                                args.max_s)):
+                cid = "dev%02d" % i if p == 0 else "wdev%d_%02d" % (p, i)
+                wide.append(write_clip(cid, "dev", clip))
+        write_manifest(os.path.join(args.out, "dev_wide.tsv"), wide)
+        print("make_clips: %d wide dev clips (%d passes) -> %s/dev_wide.tsv"
+              % (len(wide), args.wide_passes + 1, args.out))
     n_dev = sum(r[1] == "dev" for r in rows)
     total = sum(float(r[2]) for r in rows)
     print("make_clips: %d clips (%d dev, %d test), %.1f min of audio -> %s/manifest.tsv"

@@ -30,6 +30,11 @@ Voice clips (split dev/test by text: passage k is dev when k % 3 == 0, else test
   * reference: the sentences read, joined by spaces (asr_whisper's WER normalises case and
     punctuation).
 
+--wide-passes P also writes <out>/dev_wide.tsv, a wider dev split for tuning: the dev clips and
+P more passes over the dev passages, clip i continuing the rotation above (voice VOICES[i % n],
+its SNR, first passage i mod the dev passages), so each dev passage is read again by other
+voices at other SNRs (clip ids wvdev<p>_NN).
+
 Long streams (split "long"): Asterisk prompts of one make_clips split, in name order, joined with
 400 ms of silence into ceil(total / --long-max-s) streams of about equal length (a stream closes
 once it reaches total / count, or before it would pass --long-max-s); streams shorter than
@@ -357,6 +362,9 @@ def main():
     ap.add_argument("--no-long", action="store_true", help="skip the long Asterisk streams")
     ap.add_argument("--sounds-dir", default=None)
     ap.add_argument("--seed", type=int, default=20240)
+    ap.add_argument("--wide-passes", type=int, default=0,
+                    help="also write dev_wide.tsv: every dev clip plus N more passes over the "
+                         "dev passages with other voices and SNRs (split dev; for tuning only)")
     args = ap.parse_args()
 
     if args.list_voices:
@@ -406,6 +414,23 @@ def main():
                 write_wav(os.path.join(args.out, rel), pcm, RATE)
                 rows.append((cid, split, "%.3f" % (len(pcm) / RATE), rel, prompts,
                              ref.replace("\t", " ")))
+        if args.wide_passes > 0:
+            # Passes 1..P continue clip i's rotation of voices, SNRs and first passages past the
+            # dev passages, so each dev passage is read again by other voices at other SNRs.
+            ks, n = by_split["dev"], len(voices)
+            wide = [r for r in rows if r[1] == "dev"]
+            for i in range(len(ks), (args.wide_passes + 1) * len(ks)):
+                cid = "wvdev%d_%02d" % (i // len(ks), i % len(ks))
+                voice = voices[i % n]
+                snr = SNRS[(i + i // 3 + i // n) % len(SNRS)]
+                j = i % len(ks)
+                pcm, prompts, ref = build_voice_clip(cid, voice, snr, ks[j:] + ks[:j], passages,
+                                                     args, tmp)
+                rel = os.path.join("wav", cid + ".wav")
+                write_wav(os.path.join(args.out, rel), pcm, RATE)
+                wide.append((cid, "dev", "%.3f" % (len(pcm) / RATE), rel, prompts,
+                             ref.replace("\t", " ")))
+            write_manifest(os.path.join(args.out, "dev_wide.tsv"), wide)
     write_manifest(os.path.join(args.out, "manifest.tsv"), rows)
     long_rows = [] if args.no_long else build_long_streams(args, args.out)
     if long_rows:

@@ -40,6 +40,13 @@ struct alignment_frontier_config {
   /// ceil(past_decay_ms / frame_ms), the harmonic profile a uniform stride leaves behind when it
   /// is applied again at every chunk of a stream.
   float past_decay_ms = 0.0f;
+  /// Age decay scaled to the floor (0: off): a frame a frames behind frontier - lookback_ms
+  /// counts at past_density + (1 - past_density) exp(-a / T), T = past_decay_floor * F frames,
+  /// F the coverage floor's cells. With F = B cells a uniform stride applied again at every
+  /// chunk of a stream leaves the density exp(-age / B) (each chunk of c frames keeps B / (B +
+  /// c) of every stretch), so 1 is that stride's profile, measured from the frontier. Cannot be
+  /// combined with past_decay_ms.
+  float past_decay_floor = 0.0f;
   /// Frontier-first floor (0: off, one floor over all time): the coverage floor first covers
   /// [frontier - lookback_ms, newest] with at most frontier_density cells per frame (at most
   /// the whole floor), and only the floor cells left over are spread over the past by its
@@ -59,6 +66,12 @@ struct alignment_frontier_config {
     AUDIOKV_REQUIRE(std::isfinite(past_decay_ms) && past_decay_ms >= 0.0f && past_decay_ms <= 1e9f,
                     where, "config.speech.frontier.past_decay_ms", past_decay_ms,
                     "must be in [0, 1e9]");
+    AUDIOKV_REQUIRE(
+        std::isfinite(past_decay_floor) && past_decay_floor >= 0.0f && past_decay_floor <= 1e6f,
+        where, "config.speech.frontier.past_decay_floor", past_decay_floor, "must be in [0, 1e6]");
+    AUDIOKV_REQUIRE(past_decay_floor == 0.0f || past_decay_ms == 0.0f, where,
+                    "config.speech.frontier.past_decay_floor", past_decay_floor,
+                    "must be 0 when past_decay_ms is set");
     AUDIOKV_REQUIRE(
         std::isfinite(frontier_density) && frontier_density >= 0.0f && frontier_density <= 1.0f,
         where, "config.speech.frontier.frontier_density", frontier_density, "must be in [0, 1]");

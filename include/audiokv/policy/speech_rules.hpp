@@ -160,8 +160,10 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
         1.0, std::ceil(static_cast<double>(config.coverage.segment_ms) / frame_ms - 1e-6)));
     constexpr auto floor_tier = static_cast<std::uint8_t>(speech_tier::floor);
     const double past = has_frontier ? config.frontier.past_density : 1.0;
+    const bool exponential = has_frontier && config.frontier.past_decay_floor > 0.0f;
     const double decay =
-        has_frontier && config.frontier.past_decay_ms > 0.0f
+        exponential ? std::max(1.0, static_cast<double>(config.frontier.past_decay_floor) * quota)
+        : has_frontier && config.frontier.past_decay_ms > 0.0f
             ? std::max(
                   1.0,
                   std::ceil(static_cast<double>(config.frontier.past_decay_ms) / frame_ms - 1e-6))
@@ -193,10 +195,10 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
                                     dense_from, 1.0, silence, tier + k, floor_tier, at);
       }
       mark_coverage_floor(pos, voice, raw, k, quota - dense, segment, dense_from, past, silence,
-                          tier, floor_tier, at, decay);
+                          tier, floor_tier, at, decay, exponential, config.coverage.centre_band);
     } else {
       mark_coverage_floor(pos, voice, raw, n, quota, segment, dense_from, past, silence, tier,
-                          floor_tier, at, decay);
+                          floor_tier, at, decay, exponential, config.coverage.centre_band);
     }
   }
   if (has_frontier && dense_from <= INT32_MAX) {

@@ -27,6 +27,12 @@ struct temporal_coverage_config {
   /// Time weight of an unvoiced stretch relative to a voiced one: a segment counts its frames
   /// times silence_weight + (1 - silence_weight) * (mean voice of its cells).
   float silence_weight = 0.25f;
+  /// Width of the band around a sub-span's centre, as a fraction of the sub-span, inside which
+  /// the score chooses the floor cell (1: the whole sub-span). A cell outside the band is chosen
+  /// only when the band holds none (then the cell nearest the centre), so two neighbouring
+  /// floor cells lie at most (1 + centre_band) sub-spans apart: at a small budget a sub-span is
+  /// several frames wide and a gap of two of them can drop a whole syllable.
+  float centre_band = 1.0f;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
@@ -37,25 +43,30 @@ struct temporal_coverage_config {
     AUDIOKV_REQUIRE(
         std::isfinite(silence_weight) && silence_weight >= 0.0f && silence_weight <= 1.0f, where,
         "config.speech.coverage.silence_weight", silence_weight, "must be in [0, 1]");
+    AUDIOKV_REQUIRE(std::isfinite(centre_band) && centre_band > 0.0f && centre_band <= 1.0f, where,
+                    "config.speech.coverage.centre_band", centre_band, "must be in (0, 1]");
   }
 };
 
 namespace detail {
 
 /// Time weight of positions [from, to) at density 1 from `dense_from` = D on and before it at
-/// density past + (1 - past) / (1 + (D - p) / decay) at position p (decay > 0), or at `past`
-/// (decay <= 0). The decayed part is the integral over [from, split):
-///   past (split - from) + (1 - past) decay ln((decay + D - from) / (decay + D - split)).
+/// density past + (1 - past) g(D - p) at position p, g(a) = 1 / (1 + a / decay) (harmonic) or
+/// exp(-a / decay) (exponential) when decay > 0, g = 0 otherwise. The decayed part is the
+/// integral over [from, split):
+///   harmonic:    (1 - past) decay ln((decay + D - from) / (decay + D - split)),
+///   exponential: (1 - past) decay (exp(-(D - split) / decay) - exp(-(D - from) / decay)).
 inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int64_t dense_from,
-                                   double past, double decay = 0.0) {
+                                   double past, double decay = 0.0, bool exponential = false) {
   if (to <= from) return 0.0;
   const std::int64_t split = dense_from < from ? from : dense_from > to ? to : dense_from;
   double behind = past * static_cast<double>(split - from);
   if (decay > 0.0 && split > from) {
     const double d = static_cast<double>(dense_from);
+    const double near = d - static_cast<double>(split), far = d - static_cast<double>(from);
     behind += (1.0 - past) * decay *
-              std::log((decay + d - static_cast<double>(from)) /
-                       (decay + d - static_cast<double>(split)));
+              (exponential ? std::exp(-near / decay) - std::exp(-far / decay)
+                           : std::log((decay + far) / (decay + near)));
   }
   return behind + static_cast<double>(to - split);
 }
@@ -85,6 +96,9 @@ inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int6
 ///        the decoder has not reached: its attention so far carries no information about it),
 ///        so the centre decides there.
 /// @param past_decay_frames T of the age decay behind `dense_from` (0: constant past_density).
+/// @param exponential_decay the decay's profile: exp(-a / T) rather than 1 / (1 + a / T).
+/// @param centre_band the score chooses only among cells within centre_band * width / 2 of the
+///        sub-span's centre; the others count as scoring below every cell of the band.
 /// @return the number of cells marked.
 inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* voice,
                                         const float* score, std::int32_t n, std::int32_t floor,
@@ -92,7 +106,8 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
                                         double past_density, double silence_weight,
                                         std::uint8_t* tier, std::uint8_t floor_tier,
                                         std::int64_t scored_until = INT64_MAX,
-                                        double past_decay_frames = 0.0) {
+                                        double past_decay_frames = 0.0,
+                                        bool exponential_decay = false, double centre_band = 1.0) {
   if (n <= 0 || floor <= 0 || segment_frames <= 0) return 0;
   const std::int64_t seg = segment_frames;
   const std::int64_t first = pos[0], end = static_cast<std::int64_t>(pos[n - 1]) + 1;
@@ -117,9 +132,9 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     const std::int64_t lo = k * seg < first ? first : k * seg;
     const std::int64_t hi = (k + 1) * seg > end ? end : (k + 1) * seg;
     const double factor = silence_weight + (1.0 - silence_weight) * voiced / (b - a);
-    return segment{
-        b, lo, hi,
-        factor * detail::coverage_time_weight(lo, hi, dense_from, past_density, past_decay_frames)};
+    return segment{b, lo, hi,
+                   factor * detail::coverage_time_weight(lo, hi, dense_from, past_density,
+                                                         past_decay_frames, exponential_decay)};
   };
   auto segment_at = [&](std::int32_t a) {
     std::int64_t k = 0;
@@ -179,6 +194,8 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
     const std::int64_t quota = upto - given;
     given = upto;
     const double width = static_cast<double>(hi - lo) / static_cast<double>(quota > 0 ? quota : 1);
+    // Every cell of a sub-span lies within width / 2 of its centre: a band of 1 excludes none.
+    const double band = centre_band < 1.0 ? 0.5 * centre_band * width : HUGE_VAL;
     std::int32_t c = a;
     for (std::int64_t s = 0; s < quota; ++s) {
       const double from = static_cast<double>(lo) + width * static_cast<double>(s);
@@ -199,8 +216,8 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
           covered = true;
           break;
         }
-        const float sj = pos[j] <= scored_until ? score[j] : 0.0f;
         const double offset = std::fabs(at - centre);
+        const float sj = offset > band ? -HUGE_VALF : pos[j] <= scored_until ? score[j] : 0.0f;
         const bool better =
             (best < 0) | (sj > best_score) | ((sj == best_score) & (offset < best_offset));
         best = better ? j : best;

@@ -438,12 +438,14 @@ class tiered_cache final : public eviction_policy {
     w.f32(c.speech.coverage.segment_ms);
     w.f32(c.speech.coverage.share);
     w.f32(c.speech.coverage.silence_weight);
+    w.f32(c.speech.coverage.centre_band);
     w.u8(c.speech.frontier.enabled ? 1 : 0);
     w.u8(c.speech.frontier.estimate ? 1 : 0);
     w.i32(c.speech.frontier.filter);
     w.f32(c.speech.frontier.lookback_ms);
     w.f32(c.speech.frontier.past_density);
     w.f32(c.speech.frontier.past_decay_ms);
+    w.f32(c.speech.frontier.past_decay_floor);
     w.f32(c.speech.frontier.frontier_density);
     w.u64(sizeof(Pipeline));
     w.u64(alignof(Pipeline));

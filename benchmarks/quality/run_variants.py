@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Paired comparison of AudioKV config variants against its defaults and the uniform stride.
+
+For every (set, protocol) it runs examples/asr_whisper once with the policies full, audiokv
+(defaults) and uniform_stride, then once per variant (audiokv with the variant's flags), all on
+the same clips, and writes one row per (variant, protocol, set, clip, retention) to --jsonl and
+a table to --md:
+
+  corpus dWER = (sum of word errors - sum of the reference run's word errors) / sum of reference
+  words, in points, per set and over all sets ("all"); the reference is the full cache under the
+  same protocol. Paired differences (variant minus stride, variant minus defaults) are bootstrap
+  95% intervals over the clips of all sets (2000 resamples, seed 7, as run_quality.py), and
+  "better-worse" counts the clips with fewer / more word errors than the stride.
+
+Usage (tuning is for the dev splits only):
+  run_variants.py --set asterisk=build/data/asr/manifest.tsv \\
+      --set voices=build/data/voices/manifest.tsv --split dev --protocols streaming,offline \\
+      --ratios 0.4,0.2,0.1 --variant "decay1=--past-decay-floor 1 --past-density 0" \\
+      --jsonl out.jsonl --md out.md
+"""
+import argparse
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_quality  # noqa: E402  (word normalisation, repetition rule, binary path)
+
+
+def run_process(binary, manifest, split, protocol, policies, ratios, flags, max_clips):
+    cmd = [binary, "--manifest", manifest, "--split", split, "--json", "--frames", "all",
+           "--protocol", protocol, "--policies", ",".join(policies),
+           "--keep-ratios", ",".join(str(r) for r in ratios)] + shlex.split(flags)
+    if max_clips > 0:
+        cmd += ["--max-clips", str(max_clips)]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if out.returncode != 0:
+        raise RuntimeError("asr_whisper failed: " + " ".join(cmd))
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def rows_of(raw, variant, flags, protocol, set_name, full):
+    rows = []
+    for r in raw:
+        if r["policy"] == "full":
+            continue
+        f = full[r["clip_id"]]
+        name = variant if variant else r["policy"]
+        rows.append({
+            "variant": name, "flags": flags, "protocol": protocol, "set": set_name,
+            "clip": r["clip_id"], "retention": r["keep_ratio"],
+            "word_errors": r["word_errors"], "full_errors": f["word_errors"],
+            "ref_words": r["ref_words"],
+            "repetition": run_quality.repeated(r["tokens"], r["reached_eot"], f["tokens"]),
+        })
+    return rows
+
+
+def sweep(args, variants, baseline):
+    jobs = []
+    for set_name, manifest in args.sets:
+        for protocol in args.protocols:
+            if not any(r["set"] == set_name and r["protocol"] == protocol for r in baseline):
+                jobs.append((set_name, manifest, protocol, "", "",
+                             ["full", "audiokv", "uniform_stride"]))
+            for name, flags in variants:
+                jobs.append((set_name, manifest, protocol, name, flags, ["full", "audiokv"]))
+    results, lock = {}, threading.Lock()
+    queue = list(range(len(jobs)))
+
+    def worker():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                i = queue.pop(0)
+            set_name, manifest, protocol, name, flags, policies = jobs[i]
+            raw = run_process(args.binary, manifest, args.split, protocol, policies, args.ratios,
+                              flags, args.max_clips)
+            with lock:
+                results[i] = raw
+                print(f"done {set_name} {protocol} {name or 'defaults+stride'}", file=sys.stderr,
+                      flush=True)
+
+    threads = [threading.Thread(target=worker) for _ in range(args.jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rows = []
+    for i, (set_name, _, protocol, name, flags, _) in enumerate(jobs):
+        full = {r["clip_id"]: r for r in results[i] if r["policy"] == "full"}
+        raw = [r for r in results[i] if name == "" or r["policy"] == "audiokv"]
+        rows += rows_of(raw, name, flags, protocol, set_name, full)
+    for r in rows:
+        if r["variant"] == "audiokv":
+            r["variant"] = "defaults"
+    return baseline + rows
+
+
+def corpus_delta(rows):
+    ref = sum(r["ref_words"] for r in rows)
+    return 100.0 * sum(r["word_errors"] - r["full_errors"] for r in rows) / max(1, ref)
+
+
+def bootstrap_pair(a, b, n=2000, seed=7):
+    """95% interval of corpus_delta(a) - corpus_delta(b) over resampled clips (paired)."""
+    keys = sorted(set(a) & set(b))
+    rng = random.Random(seed)
+    values = []
+    for _ in range(n):
+        pick = [rng.choice(keys) for _ in keys]
+        values.append(corpus_delta([a[k] for k in pick]) - corpus_delta([b[k] for k in pick]))
+    values.sort()
+    return values[int(0.025 * n)], values[int(0.975 * n) - 1]
+
+
+def table(rows, sets, protocol, ratios, variants):
+    by = {}
+    for r in rows:
+        if r["protocol"] == protocol:
+            by.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
+    header = ("| variant | flags | " + " | ".join(f"{s} {' / '.join(f'{int(100 * x)}' for x in ratios)}%"
+                                                for s in sets + ["all"])
+              + " | repetitions | minus defaults, all | minus stride, all (95% CI) | better-worse than stride |")
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    flags = dict(variants)
+    for name in ["defaults", "uniform_stride"] + [v for v, _ in variants]:
+        cells = [f"**{name}**" if name == "defaults" else name, f"`{flags[name]}`" if flags.get(name) else ""]
+        for s in sets + ["all"]:
+            vals = []
+            for x in ratios:
+                sel = [r for k, r in by.get((name, x), {}).items() if s == "all" or k[0] == s]
+                vals.append(f"{corpus_delta(sel):+.2f}" if sel else "—")
+            cells.append(" / ".join(vals))
+        reps, minus_def, minus_stride, counts = [], [], [], []
+        for x in ratios:
+            mine = by.get((name, x), {})
+            reps.append(str(sum(r["repetition"] for r in mine.values())))
+            d, st = by.get(("defaults", x), {}), by.get(("uniform_stride", x), {})
+            minus_def.append(f"{corpus_delta(list(mine.values())) - corpus_delta(list(d.values())):+.2f}")
+            if name == "uniform_stride":
+                minus_stride.append("—")
+                counts.append("—")
+                continue
+            lo, hi = bootstrap_pair(mine, st)
+            diff = corpus_delta(list(mine.values())) - corpus_delta(list(st.values()))
+            minus_stride.append(f"{diff:+.2f} ({lo:+.2f} to {hi:+.2f})")
+            better = sum(mine[k]["word_errors"] < st[k]["word_errors"] for k in mine if k in st)
+            worse = sum(mine[k]["word_errors"] > st[k]["word_errors"] for k in mine if k in st)
+            counts.append(f"{better}–{worse}")
+        cells += [" / ".join(reps), " / ".join(minus_def), " / ".join(minus_stride), " / ".join(counts)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--set", action="append", required=True, help="NAME=MANIFEST")
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--protocols", default="streaming")
+    ap.add_argument("--ratios", default="0.4,0.2,0.1")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=FLAGS")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--max-clips", type=int, default=-1)
+    ap.add_argument("--binary", default=run_quality.BINARY)
+    ap.add_argument("--jsonl", required=True)
+    ap.add_argument("--md", required=True)
+    ap.add_argument("--from-jsonl", action="store_true", help="only summarise --jsonl")
+    ap.add_argument("--baseline-jsonl",
+                    help="take the defaults and the stride from this earlier run's rows (same "
+                         "clips, same library) instead of running them again")
+    args = ap.parse_args()
+    args.sets = [tuple(s.split("=", 1)) for s in args.set]
+    args.protocols = args.protocols.split(",")
+    args.ratios = [float(x) for x in args.ratios.split(",")]
+    variants = [tuple(v.split("=", 1)) for v in args.variant]
+    if args.from_jsonl:
+        with open(args.jsonl) as f:
+            rows = [json.loads(line) for line in f]
+    else:
+        baseline = []
+        if args.baseline_jsonl:
+            with open(args.baseline_jsonl) as f:
+                baseline = [r for r in map(json.loads, f)
+                            if r["variant"] in ("defaults", "uniform_stride")
+                            and r["protocol"] in args.protocols and r["retention"] in args.ratios
+                            and r["set"] in dict(args.sets)]
+        rows = sweep(args, variants, baseline)
+        with open(args.jsonl, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    sets = [s for s, _ in args.sets]
+    with open(args.md, "w") as f:
+        for protocol in args.protocols:
+            f.write(f"### {protocol}, split {args.split}\n\n")
+            f.write(table(rows, sets, protocol, args.ratios, variants) + "\n\n")
+    print(open(args.md).read())
+
+
+if __name__ == "__main__":
+    main()
