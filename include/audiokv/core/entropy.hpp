@@ -30,6 +30,16 @@ struct entropy_accumulator {
     }
   }
 
+  /// add(s) with log_s = log_of(s) computed by the caller (read only when s > 0), so that the
+  /// logarithms of many scores can be taken apart from the two dependent sums.
+  AUDIOKV_HOST_DEVICE void add(float s, float log_s) {
+    ++count;
+    if (s > 0.0f) {
+      sum += s;
+      sum_s_log_s += static_cast<double>(s) * static_cast<double>(log_s);
+    }
+  }
+
   /// H / H_max in [0, 1]; 1 (no information, evict least) for n <= 1 or zero total mass.
   AUDIOKV_HOST_DEVICE float normalized_entropy() const {
     if (count <= 1 || sum <= 0.0) return 1.0f;

@@ -173,8 +173,16 @@ class planner {
     const std::int32_t candidates = gather_slots(n, order, [&](std::int32_t j) {
       return (tier_after[j] == pool_tier::buffer) & (protection[j] == protect_none);
     });
+    // The candidates' logarithms first (into w.pipeline, free after the speech rules), then the
+    // two sums in candidate order: the same additions, with no call between one addition and
+    // the next.
     core::entropy_accumulator entropy;
-    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(raw_scores[order[i]]);
+    float* logs = w.pipeline;
+    for (std::int32_t i = 0; i < candidates; ++i) {
+      const float s = raw_scores[order[i]];
+      logs[i] = s > 0.0f ? core::log_of(s) : 0.0f;
+    }
+    for (std::int32_t i = 0; i < candidates; ++i) entropy.add(raw_scores[order[i]], logs[i]);
     out.normalized_entropy = entropy.normalized_entropy();
     out.ratio = use_ratio ? core::entropy_eviction_ratio(out.normalized_entropy, config_.base_rate,
                                                          config_.lambda)
@@ -211,19 +219,27 @@ class planner {
     store_.build_plan(out);
     out.protections_released = released;
     // Kept cells whose tier changes, ascending: into the base pool (promote) or out of it
-    // (demote). Gathered without a branch into the free order and boundary_pos scratch (evicted
-    // and changed cells interleave unpredictably), then copied (no allocation once reserved).
+    // (demote). Gathered without a branch (evicted and changed cells interleave
+    // unpredictably): the changed cells into w.key_bits (free after the selection; int32 and
+    // uint32 may alias), one store per cell, then split into the free order and boundary_pos
+    // scratch, and copied (no allocation once reserved).
     const pool_tier* tier = store_.tier();
+    auto* moved = reinterpret_cast<std::int32_t*>(w.key_bits);
+    std::int32_t moves = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      moved[moves] = j;
+      moves += static_cast<std::int32_t>((mask[j] == 0) & (tier_after[j] != tier[j]));
+    }
     std::int32_t* promoted = order;
     std::int32_t* demoted = w.boundary_pos;
     std::int32_t promotions = 0, demotions = 0;
-    for (std::int32_t j = 0; j < n; ++j) {
-      const bool moves = (mask[j] == 0) & (tier_after[j] != tier[j]);
+    for (std::int32_t i = 0; i < moves; ++i) {
+      const std::int32_t j = moved[i];
       const bool to_base = tier_after[j] == pool_tier::base;
       promoted[promotions] = j;
       demoted[demotions] = j;
-      promotions += static_cast<std::int32_t>(moves & to_base);
-      demotions += static_cast<std::int32_t>(moves & !to_base);
+      promotions += static_cast<std::int32_t>(to_base);
+      demotions += static_cast<std::int32_t>(!to_base);
     }
     out.promote.assign(promoted, promoted + promotions);
     out.demote.assign(demoted, demoted + demotions);

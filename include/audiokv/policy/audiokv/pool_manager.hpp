@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "../../types/frame.hpp"
 #include "../../types/pool_split.hpp"
@@ -57,15 +58,22 @@ class pool_manager {
 
   /// Marks the emergency pool's overflow, oldest first and skipping sinks and always-protected
   /// cells, in `mask`; an explicit target (use_ratio false) stops once `needed` reaches 0.
-  /// `order`: [n] scratch. Decrements `needed` per marked cell.
+  /// `order`: unused. Decrements `needed` per marked cell.
+  ///
+  /// The emergency cells are counted first (a pass that vectorises); the slots are walked only
+  /// when the pool overflows, which the count decides.
   void mark_emergency_overflow(const cell_store& store, const pool_tier* tier_after,
-                               const std::uint8_t* protection, bool use_ratio, std::int32_t* order,
-                               std::uint8_t* mask, std::int32_t& needed) const noexcept {
-    const std::int32_t emergency = gather_slots(
-        store.size(), order, [&](std::int32_t j) { return tier_after[j] == pool_tier::emergency; });
+                               const std::uint8_t* protection, bool use_ratio,
+                               [[maybe_unused]] std::int32_t* order, std::uint8_t* mask,
+                               std::int32_t& needed) const noexcept {
+    const std::int32_t n = store.size();
+    std::int32_t emergency = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      emergency += static_cast<std::int32_t>(tier_after[j] == pool_tier::emergency);
+    }
     std::int32_t overflow = emergency - emergency_cells_;
-    for (std::int32_t i = 0; i < emergency && overflow > 0 && (use_ratio || needed > 0); ++i) {
-      const std::int32_t j = order[i];
+    for (std::int32_t j = 0; j < n && overflow > 0 && (use_ratio || needed > 0); ++j) {
+      if (tier_after[j] != pool_tier::emergency) continue;
       if ((store.flags_of(j) & frame_flag_sink) || protection[j] == protect_always) continue;
       mask[j] = 1;
       --overflow;
@@ -83,49 +91,87 @@ class pool_manager {
   /// order of core/selection.hpp): every kept base cell beats every rejected incoming one where
   /// the pairing stopped, and every promoted one beat the base cell it replaced. So one radix
   /// select of the lowest |ready + base| - T cells computes it in linear time, without sorting.
-  /// `order`: [n] scratch; `key_bits`: [n] scratch; `mask`: the evict mask, neither read nor
+  ///
+  /// The select runs over all n slots in place, without gathering the contenders: a cell that
+  /// does not contend gets the key highest + 1 (highest: the contenders' highest key, at most
+  /// ordered_score_bits(FLT_MAX) < 0xFFFFFFFF), above every contender, so it is never among the
+  /// rejected (fewer than the contenders) and never a tie; slots ascend, so the ties at the
+  /// threshold are the earliest contenders as in the gathered order. Every pass is over arrays
+  /// indexed by slot (no indirection), and all but the select's histograms vectorise.
+  /// `order`: unused; `key_bits`: [n] scratch; `mask`: the evict mask, neither read nor
   /// written (the tiers are written from the radix select's cut directly).
   void plan_promotions(const cell_store& store, const float* final_scores,
-                       const std::uint8_t* protection, pool_tier* tier_after, std::int32_t* order,
-                       std::uint32_t* key_bits, [[maybe_unused]] std::uint8_t* mask) const {
-    // The contenders (ready or base cells), ascending, with their keys and the keys' range,
-    // gathered in one pass without a branch (every slot is written at the count).
-    std::int32_t ready = 0, base = 0, contenders = 0;
-    std::uint32_t lowest = 0xFFFFFFFFu, highest = 0u;
+                       const std::uint8_t* protection, pool_tier* tier_after,
+                       [[maybe_unused]] std::int32_t* order, std::uint32_t* key_bits,
+                       [[maybe_unused]] std::uint8_t* mask) const {
+    // Keys (0xFFFFFFFF where a cell does not contend), their range over the contenders and the
+    // pool counts, in one pass without a branch.
     const std::int32_t n = store.size();
+    std::int32_t ready = 0, base = 0;
+    std::uint32_t lowest = 0xFFFFFFFFu, highest = 0u;
     for (std::int32_t j = 0; j < n; ++j) {
-      const bool is_ready =
-          (tier_after[j] == pool_tier::buffer) & (protection[j] != protect_always);
-      const bool is_base = tier_after[j] == pool_tier::base;
-      const bool contends = is_ready | is_base;
-      const std::uint32_t key = core::ordered_score_bits(final_scores[j]);
-      order[contenders] = j;
-      key_bits[contenders] = key;
-      lowest = contends & (key < lowest) ? key : lowest;
-      highest = contends & (key > highest) ? key : highest;
-      ready += is_ready;
-      base += is_base;
-      contenders += contends;
+      const auto tier = static_cast<std::uint32_t>(tier_after[j]);
+      const std::uint32_t is_ready =
+          static_cast<std::uint32_t>(tier == static_cast<std::uint32_t>(pool_tier::buffer)) &
+          static_cast<std::uint32_t>(protection[j] != protect_always);
+      const auto is_base =
+          static_cast<std::uint32_t>(tier == static_cast<std::uint32_t>(pool_tier::base));
+      const std::uint32_t contends = 0u - (is_ready | is_base);  // all ones or zero
+      const std::uint32_t key = score_key(final_scores[j]);
+      const std::uint32_t stored = key | ~contends;
+      key_bits[j] = stored;
+      lowest = stored < lowest ? stored : lowest;
+      const std::uint32_t high = key & contends;
+      highest = high > highest ? high : highest;
+      ready += static_cast<std::int32_t>(is_ready);
+      base += static_cast<std::int32_t>(is_base);
     }
+    const std::int32_t contenders = ready + base;
     const std::int32_t room = std::max(0, std::min(base_cells_ - base, ready));
     const std::int32_t rejected = contenders - (base + room);
     if (rejected <= 0) {
-      for (std::int32_t i = 0; i < contenders; ++i) tier_after[order[i]] = pool_tier::base;
+      for (std::int32_t j = 0; j < n; ++j) {
+        tier_after[j] = key_bits[j] != 0xFFFFFFFFu ? pool_tier::base : tier_after[j];
+      }
       return;
     }
+    const std::uint32_t outside = highest + 1u;
+    for (std::int32_t j = 0; j < n; ++j) {
+      key_bits[j] = key_bits[j] > highest ? outside : key_bits[j];
+    }
     // The rejected contenders (the lowest by (score, position)) return to or stay in the
-    // buffer pool, the others end in the base pool: one pass without a branch.
-    const radix_cut cut = radix_threshold_of_keys(key_bits, contenders, rejected, lowest, highest);
-    std::int32_t ties = cut.ties;
-    for (std::int32_t i = 0; i < contenders; ++i) {
-      const bool tie = key_bits[i] == cut.threshold;
-      const bool out = (key_bits[i] < cut.threshold) | (tie & (ties > 0));
-      ties -= static_cast<std::int32_t>(tie);
-      tier_after[order[i]] = out ? pool_tier::buffer : pool_tier::base;
+    // buffer pool, the others end in the base pool. The first cut.ties keys equal to the
+    // threshold are rejected: they end before slot `ties_end`, so each tier is a function of
+    // the slot's key and index alone.
+    const radix_cut cut = radix_threshold_of_keys(key_bits, n, rejected, lowest, outside);
+    const std::uint32_t threshold = cut.threshold;
+    std::int32_t ties_end = n;
+    if (cut.ties < cut.equal) {
+      std::int32_t seen = 0;
+      for (ties_end = 0; seen < cut.ties; ++ties_end) {
+        seen += static_cast<std::int32_t>(key_bits[ties_end] == threshold);
+      }
+    }
+    for (std::int32_t j = 0; j < n; ++j) {
+      const std::uint32_t key = key_bits[j];
+      const bool out = (key < threshold) | ((key == threshold) & (j < ties_end));
+      const pool_tier in = key <= highest ? pool_tier::base : tier_after[j];
+      tier_after[j] = out ? pool_tier::buffer : in;
     }
   }
 
  private:
+  /// core::ordered_score_bits(score) for every float, NaN included, as integer operations
+  /// without a branch or a float compare (so the key pass vectorises): +0 and -0 map to
+  /// 0x80000000, a negative value to its complemented bits, any other to its bits with the sign
+  /// bit set.
+  static std::uint32_t score_key(float score) noexcept {
+    std::uint32_t u = 0;
+    std::memcpy(&u, &score, sizeof u);
+    u = (u & 0x7FFFFFFFu) == 0u ? 0u : u;
+    return u ^ ((0u - (u >> 31)) | 0x80000000u);
+  }
+
   std::int32_t base_cells_ = 0;
   std::int32_t emergency_cells_ = 0;
   std::int32_t trigger_cells_ = 0;

@@ -479,7 +479,9 @@ class cell_store {
   /// The evict mask in `out`'s scratch, [num_cells()] cleared to 0.
   std::uint8_t* clear_evict_mask(eviction_plan& out) const {
     std::uint8_t* mask = types::detail::plan_scratch::at_least(out.scratch.mask, size_);
-    for (std::int32_t i = 0; i < size_; ++i) mask[i] = 0;
+    // The count in a local: byte stores may alias size_, which would be reloaded per byte.
+    const std::int32_t n = size_;
+    for (std::int32_t i = 0; i < n; ++i) mask[i] = 0;
     return mask;
   }
 
@@ -559,42 +561,68 @@ class cell_store {
                           "must equal the number of cells with move_to == -1 (", next, ")")
                           .c_str());
     }
-    for (const std::int32_t slot : plan.promote) {
-      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
-                          tier_[slot] == pool_tier::buffer,
-                      where, "plan.promote", slot, "must name a kept buffer-pool cell");
+    if (!moved_cells_agree(plan)) {
+      // The checks that name the first bad slot, in this order.
+      for (const std::int32_t slot : plan.promote) {
+        AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
+                            tier_[slot] == pool_tier::buffer,
+                        where, "plan.promote", slot, "must name a kept buffer-pool cell");
+      }
+      for (const std::int32_t slot : plan.demote) {
+        AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
+                            tier_[slot] == pool_tier::base,
+                        where, "plan.demote", slot, "must name a kept base-pool cell");
+      }
     }
-    for (const std::int32_t slot : plan.demote) {
-      AUDIOKV_REQUIRE(slot >= 0 && slot < size_ && plan.move_to[slot] != core::evicted_slot &&
-                          tier_[slot] == pool_tier::base,
-                      where, "plan.demote", slot, "must name a kept base-pool cell");
-    }
+  }
+
+  /// True when every slot of plan.promote names a kept buffer-pool cell and every slot of
+  /// plan.demote a kept base-pool cell (plan.move_to has size() entries): validate_plan()'s
+  /// checks of the moves, one pass per list without a branch per slot.
+  bool moved_cells_agree(const eviction_plan& plan) const noexcept {
+    const std::int32_t* move_to = plan.move_to.data();
+    const pool_tier* tier = tier_.data();
+    const auto n = static_cast<std::uint32_t>(size_);
+    if (n == 0u) return plan.promote.empty() && plan.demote.empty();
+    auto agree = [&](const std::vector<std::int32_t>& slots, pool_tier from) {
+      bool ok = true;
+      for (const std::int32_t slot : slots) {
+        const bool inside = static_cast<std::uint32_t>(slot) < n;
+        const std::int32_t at = inside ? slot : 0;  // slot 0 exists when a slot is inside
+        ok = ok & inside & (move_to[at] != core::evicted_slot) & (tier[at] == from);
+      }
+      return ok;
+    };
+    return agree(plan.promote, pool_tier::buffer) & agree(plan.demote, pool_tier::base);
   }
 
   /// True when plan.move_to ([size()] entries) is stable (each entry -1 or the count of kept
   /// entries before it), keeps plan.n_kv_after cells, and plan.evict lists exactly its -1 slots
-  /// in ascending order: validate_plan()'s move-map and evict-list checks in one pass without a
-  /// branch on the entries (evicted slots interleave unpredictably with kept ones).
+  /// in ascending order: validate_plan()'s move-map and evict-list checks.
+  ///
+  /// Walked along the evict list: it must ascend strictly inside [0, size()), each listed slot
+  /// must map to -1, and every slot i between the k-th and the (k+1)-th listed one (and after
+  /// the last) to i - k >= 0, so no other slot maps to -1. That check of a run between two
+  /// listed slots has no dependence from entry to entry and vectorises; evicted slots are few.
   bool move_map_agrees(const eviction_plan& plan) const noexcept {
-    static constexpr std::int32_t no_slot = core::evicted_slot;
     const auto listed = static_cast<std::int32_t>(plan.evict.size());
-    // evict[min(next, last)] is always readable; past the list it cannot match (final count).
-    const std::int32_t* evict = listed > 0 ? plan.evict.data() : &no_slot;
-    const std::int32_t last = listed > 0 ? listed - 1 : 0;
+    const std::int32_t* evict = plan.evict.data();
     const std::int32_t* move_to = plan.move_to.data();
     const std::int32_t n = size_;
-    // next: evicted entries before i; i - next: kept ones (one counter, so that the compiler
-    // does not branch on which of two to advance).
-    std::int32_t next = 0;
-    bool ok = true;
-    for (std::int32_t i = 0; i < n; ++i) {
-      const std::int32_t to = move_to[i];
-      const bool evicted = to == core::evicted_slot;
-      const bool in_list = evict[next < last ? next : last] == i;
-      ok = ok & ((evicted & in_list) | (!evicted & (to == i - next)));
-      next += static_cast<std::int32_t>(evicted);
+    if (listed > n || n - listed != plan.n_kv_after) return false;
+    std::int32_t from = 0;  // the first slot after the previous listed one
+    for (std::int32_t k = 0; k <= listed; ++k) {
+      const std::int32_t until = k < listed ? evict[k] : n;
+      if (until < from || until >= n + (k < listed ? 0 : 1)) return false;
+      std::int32_t wrong = 0;
+      for (std::int32_t i = from; i < until; ++i) {
+        wrong |= static_cast<std::int32_t>(move_to[i] != i - k);
+      }
+      if (wrong != 0) return false;
+      if (k < listed && move_to[until] != core::evicted_slot) return false;
+      from = until + 1;
     }
-    return ok & (n - next == plan.n_kv_after) & (next == listed);
+    return true;
   }
 
   /// Bytes save() writes for `n` cells.

@@ -18,6 +18,7 @@ namespace audiokv::policy::detail {
 struct radix_cut {
   std::uint32_t threshold;  ///< the k-th lowest ordered_score_bits key
   std::int32_t ties;        ///< entries with key == threshold among the k lowest, >= 1
+  std::int32_t equal;       ///< entries with key == threshold in all, >= ties
 };
 
 /// @brief The cut of the k lowest of the cells `slots[0..n)` by (score[slot], slot): the
@@ -62,6 +63,7 @@ inline radix_cut radix_threshold_of_keys(const std::uint32_t* bits, std::int32_t
   std::int32_t buffered = -1;         // their count; -1 while the keys are counted in `bits`
   std::uint32_t prefix = 0, prefix_mask = 0;  // over key - lowest
   std::int32_t remaining = k;                 // how many to take from the bucket chain still open
+  std::int32_t sharing = n;                   // keys sharing the prefix so far
   for (int shift = width; shift > 0;) {
     const int digit = shift < digit_bits ? shift : digit_bits;
     shift -= digit;
@@ -96,7 +98,7 @@ inline radix_cut radix_threshold_of_keys(const std::uint32_t* bits, std::int32_t
     const std::int32_t* histogram = partial[0];
     std::uint32_t bucket = 0;
     for (; histogram[bucket] < remaining; ++bucket) remaining -= histogram[bucket];
-    const std::int32_t sharing = histogram[bucket];
+    sharing = histogram[bucket];
     prefix |= bucket << shift;
     prefix_mask |= digit_mask << shift;
     if (shift == 0) break;
@@ -112,15 +114,31 @@ inline radix_cut radix_threshold_of_keys(const std::uint32_t* bits, std::int32_t
       buffered = kept;
     } else if (sharing < buffer_size) {
       std::int32_t kept = 0;
-      for (std::int32_t i = 0; i < n; ++i) {
-        const std::uint32_t offset = bits[i] - lowest;
-        buffer[kept] = offset;
-        kept += static_cast<std::int32_t>((offset & prefix_mask) == prefix);
+      auto gather = [&](std::int32_t from, std::int32_t to) {
+        for (std::int32_t i = from; i < to; ++i) {
+          const std::uint32_t offset = bits[i] - lowest;
+          buffer[kept] = offset;
+          kept += static_cast<std::int32_t>((offset & prefix_mask) == prefix);
+        }
+      };
+      // Few keys share the prefix (often a handful of 32k): blocks without one are skipped
+      // after a test that vectorises.
+      constexpr std::int32_t block = 32;
+      std::int32_t i = 0;
+      if (sharing <= n / block) {
+        for (; i + block <= n; i += block) {
+          std::uint32_t any = 0;
+          for (std::int32_t b = 0; b < block; ++b) {
+            any |= static_cast<std::uint32_t>(((bits[i + b] - lowest) & prefix_mask) == prefix);
+          }
+          if (any != 0u) gather(i, i + block);
+        }
       }
+      gather(i, n);
       buffered = kept;
     }
   }
-  return radix_cut{lowest + prefix, remaining};
+  return radix_cut{lowest + prefix, remaining, sharing};
 }
 
 /// @brief Marks in `mask` (indexed by slot) the `k` lowest of the cells `slots[0..n)`, by
