@@ -347,6 +347,10 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--from-jsonl", help="only summarise an earlier run's quality*.jsonl")
     ap.add_argument("--from-partial", help="derive and summarise the raw rows of an interrupted run")
+    ap.add_argument("--replace-in", help="an earlier run's quality*.jsonl (same clips): its rows of "
+                                         "the policies run now are replaced by the new ones, the "
+                                         "others kept, and the result summarised (re-runs only "
+                                         "the policies a change affects)")
     args = ap.parse_args()
     if args.from_partial:
         raw = [json.loads(line) for line in open(args.from_partial)]
@@ -378,6 +382,13 @@ def main():
     rows = derive(run_sweep(args, policies, ratios, ablations, ablation_ratios))
     os.makedirs(args.out, exist_ok=True)
     prefix = output_prefix(args)
+    if args.replace_in:
+        rerun = {(r["policy"], r["retention"]) for r in rows if r["policy"] != "full"}
+        kept = [r for r in map(json.loads, open(args.replace_in))
+                if r["policy"] == "full" or (r["policy"], r["retention"]) not in rerun]
+        if {r["clip"] for r in kept} != {r["clip"] for r in rows}:
+            raise SystemExit("--replace-in: the earlier run has other clips")
+        rows = kept + [r for r in rows if r["policy"] != "full"]
     with open(os.path.join(args.out, prefix + ".jsonl"), "w") as f:
         for r in sorted(rows, key=lambda r: (r["policy"], -r["retention"], r["clip"])):
             f.write(json.dumps(r) + "\n")

@@ -11,7 +11,7 @@ a table to --md:
   words, in points, per set and over all sets ("all"); the reference is the full cache under the
   same protocol. Paired differences (variant minus stride, variant minus defaults) are bootstrap
   95% intervals over the clips of all sets (2000 resamples, seed 7, as run_quality.py), and
-  "better-worse" counts the clips with fewer / more word errors than the stride.
+  "better-worse" counts the clips with fewer / more word errors than the stride (or the defaults).
 
 Usage (tuning is for the dev splits only):
   run_variants.py --set asterisk=build/data/asr/manifest.tsv \\
@@ -127,10 +127,12 @@ def table(rows, sets, protocol, ratios, variants):
             by.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
     header = ("| variant | flags | " + " | ".join(f"{s} {' / '.join(f'{int(100 * x)}' for x in ratios)}%"
                                                 for s in sets + ["all"])
-              + " | repetitions | minus defaults, all | minus stride, all (95% CI) | better-worse than stride |")
+              + " | repetitions | minus defaults, all (95% CI; clips better–worse) | minus stride, all (95% CI) | better-worse than stride |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     flags = dict(variants)
     for name in ["defaults", "uniform_stride"] + [v for v, _ in variants]:
+        if not any(v == name for v, _ in by):
+            continue  # not run under this protocol
         cells = [f"**{name}**" if name == "defaults" else name, f"`{flags[name]}`" if flags.get(name) else ""]
         for s in sets + ["all"]:
             vals = []
@@ -143,7 +145,14 @@ def table(rows, sets, protocol, ratios, variants):
             mine = by.get((name, x), {})
             reps.append(str(sum(r["repetition"] for r in mine.values())))
             d, st = by.get(("defaults", x), {}), by.get(("uniform_stride", x), {})
-            minus_def.append(f"{corpus_delta(list(mine.values())) - corpus_delta(list(d.values())):+.2f}")
+            diff_def = corpus_delta(list(mine.values())) - corpus_delta(list(d.values()))
+            if name in ("defaults", "uniform_stride"):
+                minus_def.append(f"{diff_def:+.2f}")
+            else:
+                lo, hi = bootstrap_pair(mine, d)
+                better = sum(mine[k]["word_errors"] < d[k]["word_errors"] for k in mine if k in d)
+                worse = sum(mine[k]["word_errors"] > d[k]["word_errors"] for k in mine if k in d)
+                minus_def.append(f"{diff_def:+.2f} ({lo:+.2f} to {hi:+.2f}; {better}–{worse})")
             if name == "uniform_stride":
                 minus_stride.append("—")
                 counts.append("—")

@@ -3,8 +3,10 @@
 // plan (move map, score bits, promotions, demotions, ratio), of the importance and of the speaker
 // baselines after each step, for observe, observe_group (mean and max) and several
 // configurations. The expected values were recorded from the single-class implementation that
-// preceded the split into importance tracker, protection rules, pool manager and planner; a
-// refactoring or an optimisation that changes one bit of any plan or state fails here.
+// preceded the split into importance tracker, protection rules, pool manager and planner (with
+// its one coverage floor over all time, frontier_density 0), and for the frontier-first default
+// when it became the default; a refactoring or an optimisation that changes one bit of any plan
+// or state fails here.
 #include <gtest/gtest.h>
 
 #include <audiokv/audiokv.hpp>
@@ -75,6 +77,12 @@ std::vector<digest_case> cases() {
   audiokv_config a;
   a.budget = 600;
   a.num_speakers = 3;
+  // The library's default floor: the audio from the frontier on is covered first.
+  out.push_back(
+      {"observe_3_speakers_frontier_first", a, feed::observe, 12000, 0x858bc12b638c5d0bull});
+  out.push_back({"group_mean_frontier_first", a, feed::group_mean, 8000, 0xb5bab037fc903c1eull});
+  // One floor over all time, as the recorded single-class implementation had it.
+  a.speech.frontier.frontier_density = 0.0f;
   out.push_back({"observe_3_speakers", a, feed::observe, 12000, 0x24626446f79d16baull});
   out.push_back({"group_mean", a, feed::group_mean, 8000, 0x6e30502a5a50adf9ull});
   out.push_back({"group_max", a, feed::group_max, 8000, 0xb415f5d60f5916e2ull});

@@ -145,6 +145,7 @@ TEST(SpeechRules, ScoresBecomeTierThenRank) {
   config.coverage.segment_ms = 80.0f;  // one segment of 8 frames of 10 ms
   config.coverage.share = 0.5f;        // floor(0.5 * (5 - 1)) = 2 sub-spans: [0, 4), [4, 8)
   config.frontier.lookback_ms = 0.0f;
+  config.frontier.frontier_density = 0.0f;  // one floor over all time
   alignment_frontier frontier;
   frontier.set_position(6);
   ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
@@ -259,6 +260,38 @@ TEST(SpeechRules, DefaultCacheCoversTheWholeClipInOneShot) {
   EXPECT_GT(largest_gap_after_one_shot(config), 100);
 }
 
+// The default floor is frontier first at 0.5 cells per frame: with the frontier at 600 (dense from
+// 550), the 450 frames from 550 take up to 225 floor cells and the past only what is left over.
+// A budget of 200 keeps (nearly) all of them from 550 on, a budget of 300 about 225 there (the
+// cap) and the rest before; a few recent cells are protected and count wherever they lie. The
+// one floor over all time kept 47 of 200 before 550 (the test below).
+TEST(SpeechRules, DefaultFloorCoversTheFrontierFirst) {
+  EXPECT_EQ(alignment_frontier_config{}.frontier_density, 0.5f);
+  for (const std::int32_t budget : {200, 300}) {
+    audiokv_config config;
+    config.budget = budget;
+    config.capacity = 1000;
+    config.frame_ms = 20.0f;
+    config.speech.sinks.enabled = false;
+    tiered_cache<> cache(config);
+    const auto f = test::frames(0, 1000);
+    cache.append(f.data(), 1000);
+    cache.set_alignment_position(600);
+    eviction_plan plan;
+    cache.plan_to(budget, plan);
+    cache.apply(plan);
+    std::int32_t from_frontier = 0;
+    for (std::int32_t j = 0; j < cache.num_cells(); ++j)
+      from_frontier += cache.positions()[j] >= 550;
+    EXPECT_EQ(cache.num_cells(), budget);
+    if (budget == 200) {
+      EXPECT_GE(from_frontier, 195);
+    } else {
+      EXPECT_NEAR(from_frontier, 225, 5);
+    }
+  }
+}
+
 // With the frontier at 600, frames before 600 - 50 are covered at past_density (0.25) of the
 // density ahead.
 TEST(SpeechRules, FramesBehindTheFrontierThinToAStridedPast) {
@@ -268,6 +301,7 @@ TEST(SpeechRules, FramesBehindTheFrontierThinToAStridedPast) {
   config.frame_ms = 20.0f;
   config.speech.sinks.enabled = false;
   config.speech.coverage.share = 1.0f;
+  config.speech.frontier.frontier_density = 0.0f;  // one floor over all time
   tiered_cache<> cache(config);
   const auto f = test::frames(0, 1000);
   cache.append(f.data(), 1000);

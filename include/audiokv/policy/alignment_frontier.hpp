@@ -51,8 +51,9 @@ struct alignment_frontier_config {
   /// [frontier - lookback_ms, newest] with at most frontier_density cells per frame (at most
   /// the whole floor), and only the floor cells left over are spread over the past by its
   /// weights. The decoder reads the audio at its frontier; a floor spread evenly over a long
-  /// past thins exactly that stretch when the budget is small.
-  float frontier_density = 0.0f;
+  /// past thins exactly that stretch when the budget is small. 0.5 was chosen on the wide dev
+  /// splits (benchmarks/results/quality_dev_wide.md) against 0 and 1.
+  float frontier_density = 0.5f;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
