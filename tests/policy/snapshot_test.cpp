@@ -373,7 +373,7 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       [](audiokv_config& c) { c.speech.frontier.past_density = 0.3f; },
       [](audiokv_config& c) { c.speech.frontier.past_decay_ms = 2000.0f; },
       [](audiokv_config& c) { c.speech.frontier.past_decay_floor = 1.0f; },
-      [](audiokv_config& c) { c.speech.frontier.frontier_density = 0.5f; },
+      [](audiokv_config& c) { c.speech.frontier.frontier_density = 0.25f; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {
     SCOPED_TRACE("config change " + std::to_string(i));

@@ -475,16 +475,21 @@ TEST(AttentionMass, EvictedCellsJoinTheNearestKeptCell) {
   EXPECT_EQ(mass.weights()[0], 6.0);
 }
 
+/// Expects config.validate() to throw an audiokv::error naming `field`.
+void expect_rejected(const audiokv_config& config, const char* field) {
+  try {
+    config.validate();
+    ADD_FAILURE() << "no error for " << field;
+  } catch (const audiokv::error& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
 TEST(SpeechRules, ConfigValidationNamesTheField) {
   audiokv_config config;
   config.budget = 100;
   config.speech.coverage.share = 1.5f;
-  try {
-    config.validate();
-    FAIL() << "no error";
-  } catch (const audiokv::error& e) {
-    EXPECT_NE(std::string(e.what()).find("config.speech.coverage.share"), std::string::npos);
-  }
+  expect_rejected(config, "config.speech.coverage.share");
   config.speech.coverage.share = 0.5f;
   config.speech.frontier.filter = 4;
   EXPECT_THROW(config.validate(), audiokv::error);
@@ -492,58 +497,28 @@ TEST(SpeechRules, ConfigValidationNamesTheField) {
   for (const float bad : {-0.1f, 1.5f, std::nanf("")}) {
     audiokv_config c = config;
     c.speech.frontier.frontier_density = bad;
-    try {
-      c.validate();
-      FAIL() << "no error for frontier_density " << bad;
-    } catch (const audiokv::error& e) {
-      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.frontier_density"),
-                std::string::npos);
-    }
+    expect_rejected(c, "config.speech.frontier.frontier_density");
   }
   for (const float bad : {-1.0f, 2e6f, std::nanf("")}) {
     audiokv_config c = config;
     c.speech.frontier.past_decay_floor = bad;
-    try {
-      c.validate();
-      FAIL() << "no error for past_decay_floor " << bad;
-    } catch (const audiokv::error& e) {
-      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.past_decay_floor"),
-                std::string::npos);
-    }
+    expect_rejected(c, "config.speech.frontier.past_decay_floor");
   }
   {
     audiokv_config c = config;  // two decays at once: which one applies would be a guess
     c.speech.frontier.past_decay_floor = 1.0f;
     c.speech.frontier.past_decay_ms = 2000.0f;
-    try {
-      c.validate();
-      FAIL() << "no error for past_decay_floor with past_decay_ms";
-    } catch (const audiokv::error& e) {
-      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.past_decay_floor"),
-                std::string::npos);
-    }
+    expect_rejected(c, "config.speech.frontier.past_decay_floor");
   }
   for (const float bad : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
     audiokv_config c = config;
     c.speech.coverage.centre_band = bad;
-    try {
-      c.validate();
-      FAIL() << "no error for centre_band " << bad;
-    } catch (const audiokv::error& e) {
-      EXPECT_NE(std::string(e.what()).find("config.speech.coverage.centre_band"),
-                std::string::npos);
-    }
+    expect_rejected(c, "config.speech.coverage.centre_band");
   }
   for (const float bad : {-1.0f, 2e9f, std::nanf("")}) {
     audiokv_config c = config;
     c.speech.frontier.past_decay_ms = bad;
-    try {
-      c.validate();
-      FAIL() << "no error for past_decay_ms " << bad;
-    } catch (const audiokv::error& e) {
-      EXPECT_NE(std::string(e.what()).find("config.speech.frontier.past_decay_ms"),
-                std::string::npos);
-    }
+    expect_rejected(c, "config.speech.frontier.past_decay_ms");
   }
 }
 
