@@ -338,15 +338,6 @@ def build_long_streams(args, out_dir):
     return rows
 
 
-def write_manifest(path, rows):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("clip_id\tsplit\tduration_s\twav\tprompts\treference\n")
-        for r in rows:
-            f.write("\t".join(r) + "\n")
-    os.replace(tmp, path)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default="build/data/voices", help="output directory")
@@ -430,11 +421,11 @@ def main():
                 write_wav(os.path.join(args.out, rel), pcm, RATE)
                 wide.append((cid, "dev", "%.3f" % (len(pcm) / RATE), rel, prompts,
                              ref.replace("\t", " ")))
-            write_manifest(os.path.join(args.out, "dev_wide.tsv"), wide)
-    write_manifest(os.path.join(args.out, "manifest.tsv"), rows)
+            make_clips.write_manifest(os.path.join(args.out, "dev_wide.tsv"), wide)
+    make_clips.write_manifest(os.path.join(args.out, "manifest.tsv"), rows)
     long_rows = [] if args.no_long else build_long_streams(args, args.out)
     if long_rows:
-        write_manifest(os.path.join(args.out, "long.tsv"), long_rows)
+        make_clips.write_manifest(os.path.join(args.out, "long.tsv"), long_rows)
     n_dev = sum(r[1] == "dev" for r in rows)
     total = sum(float(r[2]) for r in rows)
     long_total = sum(float(r[2]) for r in long_rows)
