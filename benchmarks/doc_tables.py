@@ -296,10 +296,16 @@ def headline():
 
 
 def captured(function, *args):
+    """What function(*args) prints, with an empty line before each table (Markdown needs it)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         function(*args)
-    return out.getvalue().strip("\n")
+    lines = []
+    for line in out.getvalue().strip("\n").split("\n"):
+        if line.startswith("|") and lines and lines[-1] and not lines[-1].startswith("|"):
+            lines.append("")
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def cpu_micro():
@@ -342,7 +348,7 @@ def compaction(name):
     path = os.path.join(RESULTS, name)
     text = captured(summarize_compaction_modes.main, path)
     first, _, rest = text.partition("\n")
-    return f"Run: {first.lstrip('# ')} (`{name}`).\n" + rest
+    return f"Run: {first.lstrip('# ')} (`{name}`).\n\n" + rest.lstrip("\n")
 
 
 # ---- memory features -----------------------------------------------------------------------
