@@ -214,11 +214,12 @@ TEST(CudaHoleFill, BadArgumentsAreRejectedBeforeLaunch) {
   float f = 0.0f;
   std::uint8_t u = 0;
   constexpr std::int32_t kMax = 0x7FFFFFFF;
-  EXPECT_EQ(cu::page_scores(&f, nullptr, 300, kMax, audiokv::page_score_rule::mean, &f, &u,
-                            nullptr),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cu::page_scores(&f, nullptr, 300, kMax, audiokv::page_score_rule::mean, &f, &u, nullptr),
+      cudaErrorInvalidValue);
   EXPECT_EQ(cu::page_keep_mask(&u, 300, kMax, &u, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(cu::page_keep_mask(&u, 3, (1 << 29) + 1, &u, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_keep_mask(&u, 3, (1 << 30) + 1, &u, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_keep_mask(&u, (1 << 30) + 1, 1, &u, nullptr), cudaErrorInvalidValue);
   const cu::paged_shape huge{1, 2, 1 << 30};
   EXPECT_EQ(cu::paged_compact(huge, &dummy, &dummy, &dummy, &u, nullptr, 0, &dummy, &dummy, &dummy,
                               &dummy, &dummy, &dummy, nullptr, nullptr, layout, nullptr,

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Page-granular eviction with protection per cell (page_protection::cells): hand-worked plans
-// for both score rules, whole pages first and partial pages after them, and long streams of a
-// tiered_cache at page sizes 16, 32 and 64 that hold the trigger level (within 3%) and never
-// evict a protected cell, where protection per page (page_protection::page) fills the cache.
+// for both score rules, whole pages first and partial pages after them, due cells (protected
+// cells the cell-granular plan evicts: its emergency pool's overflow) that always go, and long
+// streams of a tiered_cache at page sizes 16, 32 and 64 that hold the trigger level (within 3%),
+// keep the emergency pool at its nominal size (budget 200 once filled up with emergency cells)
+// and never evict a protected cell the plan keeps, where protection per page
+// (page_protection::page) fills the cache.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +24,7 @@ using namespace audiokv;
 
 /// A cell-granular plan evicting the first `evicted` cells that `is_protected` spares. Which
 /// unprotected cells it picks does not matter to the rewrite, only their count; a protected
-/// cell it evicted would be a due cell (see DueCells... below).
+/// cell it evicted would be a due cell (PageProtection.DueCellsAlwaysGoAndCountTowardsThePlan).
 template <class IsProtected>
 eviction_plan plan_of(std::vector<float> scores, std::int32_t evicted, IsProtected is_protected) {
   eviction_plan p;
