@@ -44,7 +44,7 @@ using namespace audiokv;
 
 constexpr std::int32_t kMaxSyntheticCells = 600;
 constexpr int kMaxRounds = 64;
-constexpr int kMaxCacheSteps = 800;
+constexpr int kMaxCacheSteps = 500;
 
 [[noreturn]] void fail_at(int line, const char* what, long long a = 0, long long b = 0) {
   std::fprintf(stderr, "page_granular_fuzzer.cpp:%d: invariant violated: %s (%lld, %lld)\n", line,
@@ -333,7 +333,7 @@ void synthetic_round(FuzzedDataProvider& in, page_eviction_workspace& ws) {
 /// A tiered_cache whose plans are rewritten into pages and applied.
 void cache_run(FuzzedDataProvider& in, page_eviction_workspace& ws) {
   audiokv_config config;
-  config.budget = in.ConsumeIntegralInRange<std::int32_t>(16, 256);
+  config.budget = in.ConsumeIntegralInRange<std::int32_t>(16, 160);
   config.num_speakers = in.ConsumeIntegralInRange<std::int32_t>(1, 3);
   const float emergency = in.ConsumeFloatingPointInRange<float>(0.02f, 0.4f);
   config.split.emergency = emergency;

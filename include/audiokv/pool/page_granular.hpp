@@ -8,7 +8,7 @@
 ///
 /// Cells, for a sequence whose cell i lives in page i / P (the page list in time order):
 ///  - *due*: protected (is_protected) and evicted by the cell-granular plan. The plan's own
-///    rules licensed it: the emergency pool's overflow, oldest first (F20), or a boundary
+///    rules licensed it: the emergency pool's overflow, oldest first, or a boundary
 ///    protection released because the target could not be met otherwise (counted in
 ///    plan.protections_released). A due cell is always evicted, so the emergency pool is held
 ///    at its nominal size exactly as without pages, and protections_released stays exact;
