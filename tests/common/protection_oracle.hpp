@@ -144,6 +144,14 @@ class protection_oracle {
     size_ = plan.n_kv_after;
   }
 
+  /// True when the rules above protect recorded cell j now (tiered_cache::is_protected's
+  /// meaning): recent window, sink, emergency pool, or a buffer cell near a young boundary.
+  bool protects(std::int32_t j) const {
+    return std::int64_t{pos_[j]} > std::int64_t{newest_} - recent_ ||
+           (flags_[j] & frame_flag_sink) != 0 || tier_[j] == pool_tier::emergency ||
+           (tier_[j] == pool_tier::buffer && near_boundary(pos_[j]));
+  }
+
   std::int32_t size() const { return size_; }
   const std::int32_t* positions() const { return pos_.data(); }
   const pool_tier* tiers() const { return tier_.data(); }

@@ -129,6 +129,11 @@ bytes state_of(const tiered_cache<>& cache) {
   return s;
 }
 
+std::int32_t read_i32(const bytes& b, std::size_t at) {
+  std::uint32_t v = 0;
+  for (std::size_t i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(b[at + i]) << (8 * i);
+  return static_cast<std::int32_t>(v);
+}
 std::uint64_t read_u64(const bytes& b, std::size_t at) {
   std::uint64_t v = 0;
   for (std::size_t i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(b[at + i]) << (8 * i);
@@ -179,11 +184,14 @@ TEST(Snapshot, LayoutSizeMagicAndChecksumFollowTheDocumentedFormat) {
   const snapshot_fixture f;
   const std::int64_t n = f.source.num_cells();
   ASSERT_GT(n, 0);
-  // 48 header + 23 per cell + 4 per speaker + 130 other state + 8 checksum.
-  EXPECT_EQ(f.snap.size(), static_cast<std::size_t>(186 + 23 * n + 4 * 3));
+  // 48 header + 23 per cell + 4 per speaker + 130 other state + 4 per boundary within the
+  // horizon (header word 11) + 8 checksum.
+  const std::int32_t boundaries = read_i32(f.snap, 44);
+  EXPECT_GE(boundaries, 0);
+  EXPECT_EQ(f.snap.size(), static_cast<std::size_t>(186 + 23 * n + 4 * 3 + 4 * boundaries));
   const char magic[8] = {'A', 'K', 'V', 'S', 'N', 'A', 'P', '\0'};
   for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(static_cast<char>(f.snap[i]), magic[i]);
-  EXPECT_EQ(static_cast<int>(f.snap[8]), 1);  // version 1, little-endian
+  EXPECT_EQ(static_cast<int>(f.snap[8]), 2);  // version 2, little-endian
   EXPECT_EQ(read_u64(f.snap, 16), f.snap.size());
   EXPECT_EQ(read_u64(f.snap, f.snap.size() - 8), fnv1a(f.snap, f.snap.size() - 8));
   // The first cell's position, little-endian after the 13 bytes of store header.
@@ -271,7 +279,7 @@ TEST(Snapshot, EveryFlippedByteIsRejectedWithoutChange) {
   magic[0] = std::byte{'X'};
   expect_rejected(target, magic, "magic");
   bytes version = f.snap;
-  version[8] = std::byte{2};
+  version[8] = std::byte{3};
   fix_checksum(version);
   expect_rejected(target, version, "format version");
   bytes sum = f.snap;
@@ -310,12 +318,52 @@ TEST(Snapshot, ValuesOutOfRangeAreRejectedEvenWithAValidChecksum) {
   // An alignment position without its "given" byte (snapshot() writes 0 there).
   ASSERT_TRUE(f.source.frontier().given());
   ASSERT_NE(f.source.frontier().position(), 0);
-  corrupt(f.snap.size() - 8 - 8 - 4 - 1, 0, 1, "alignment position must be 0");
+  const std::size_t boundaries = static_cast<std::size_t>(read_i32(f.snap, 44));
+  const std::size_t boundary_at = f.snap.size() - 8 - 4 * boundaries;
+  corrupt(boundary_at - 8 - 4 - 1, 0, 1, "alignment position must be 0");
+  // Boundaries: the count within [0, horizon + 1], positions ascending within the horizon.
+  corrupt(44, 102, 4, "boundaries");  // horizon 1 s of 10 ms frames: at most 101
+  ASSERT_GE(boundaries, 2u);
+  const std::int32_t newest = read_i32(f.snap, header_bytes);
+  corrupt(boundary_at + 4, static_cast<std::uint32_t>(read_i32(f.snap, boundary_at)), 4,
+          "boundary[1] must exceed the previous boundary");
+  corrupt(boundary_at, static_cast<std::uint32_t>(newest - 101), 4, "boundary[0]");
+  corrupt(boundary_at + 4 * (boundaries - 1), static_cast<std::uint32_t>(newest + 1), 4,
+          "boundary[" + std::to_string(boundaries - 1) + "]");
   // Every cell a sink: more than the emergency pool holds.
   bytes sinks = f.snap;
   for (std::size_t j = 0; j < n; ++j) sinks[flags_at + j] |= std::byte{frame_flag_sink};
   fix_checksum(sinks);
   expect_rejected(target, sinks, "sink too many");
+}
+
+TEST(Snapshot, BoundariesWhoseFramesLeftAreCarried) {
+  // A phoneme boundary protects its neighbourhood for the horizon after its own frame is
+  // evicted (F15); the snapshot carries the boundary, so the restored cache protects the same
+  // cells, and a snapshot of it is the same bytes.
+  audiokv_config c;
+  c.budget = 100;
+  c.boundary_radius = 2;
+  tiered_cache<> source(c);
+  auto f = test::frames(0, 60);
+  f[30].flags = frame_flag_phoneme_boundary;
+  source.append(f.data(), 60);
+  eviction_plan plan;
+  source.plan_to(source.num_cells(), plan);  // evicts nothing; rewritten to evict cell 30
+  plan.evict = {30};
+  for (std::int32_t j = 0; j < 60; ++j) plan.move_to[j] = j < 30 ? j : j == 30 ? -1 : j - 1;
+  plan.n_kv_after = 59;
+  plan.promote.clear();
+  plan.demote.clear();
+  source.apply(plan);
+  const bytes snap = snapshot_of(source);
+  EXPECT_EQ(read_i32(snap, 44), 1);
+  tiered_cache<> target(c);
+  target.restore(snap);
+  for (std::int32_t j = 0; j < source.num_cells(); ++j)
+    EXPECT_EQ(target.is_protected(j), source.is_protected(j)) << j;
+  for (std::int32_t j = 28; j <= 31; ++j) EXPECT_TRUE(target.is_protected(j)) << j;
+  EXPECT_EQ(state_of(target), state_of(source));
 }
 
 TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {

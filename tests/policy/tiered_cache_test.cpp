@@ -202,6 +202,78 @@ TEST(TieredCache, BoundaryProtectionExpiresAfterTheHorizon) {
   EXPECT_FALSE(cache.is_protected(73));
 }
 
+/// Rewrites `plan` (an empty plan of `cache`, for its generation) to evict exactly `slot`, as a
+/// page-granular or per-layer rewrite may evict a base-pool cell.
+void evict_only(const tiered_cache<>& cache, eviction_plan& plan, std::int32_t slot) {
+  cache.plan_to(cache.num_cells(), plan);
+  plan.evict = {slot};
+  for (std::int32_t c = 0; c < cache.num_cells(); ++c)
+    plan.move_to[c] = c < slot ? c : c == slot ? -1 : c - 1;
+  plan.n_kv_after = cache.num_cells() - 1;
+  plan.promote.clear();
+  plan.demote.clear();
+}
+
+TEST(TieredCache, BoundaryProtectsItsNeighbourhoodAfterItsFrameLeaves) {
+  // F15 protects the frames within +-radius of a phoneme transition for the horizon: the
+  // transition is a point of the stream, not a cached cell. Evicting the boundary's own frame
+  // (a base-pool cell, which boundary protection does not cover, taken by a page-granular or
+  // per-layer rewrite or as the base pool's weakest; a released protection; its emergency
+  // pool's overflow) leaves its neighbours protected until the horizon passes.
+  auto c = small_config();      // radius 2
+  c.boundary_horizon_ms = 600;  // 60 frames
+  tiered_cache<> cache(c);
+  auto f = frames(0, 90);
+  f[30].flags = frame_flag_phoneme_boundary;
+  cache.append(f.data(), 90);
+  eviction_plan plan;
+  evict_only(cache, plan, 30);
+  cache.apply(plan);
+  // Positions 28, 29, 31, 32 sit in slots 28..31.
+  for (std::int32_t slot = 28; slot <= 31; ++slot)
+    EXPECT_TRUE(cache.is_protected(slot)) << "position " << cache.positions()[slot];
+  EXPECT_FALSE(cache.is_protected(27));  // position 27: outside the +-2 radius
+  EXPECT_FALSE(cache.is_protected(32));  // position 33
+
+  // Plans keep them too: the neighbourhood and the newest look useless, down to 60 cells.
+  std::vector<float> a(89, 1.0f);
+  for (int j = 79; j < 89; ++j) a[j] = 0.0f;
+  for (int j = 20; j < 40; ++j) a[j] = 0.0f;
+  for (int step = 0; step < 5; ++step) cache.observe(a.data(), 89);
+  cache.plan_to(60, plan);
+  EXPECT_EQ(plan.protections_released, 0);
+  for (std::int32_t slot = 28; slot <= 31; ++slot) EXPECT_GE(plan.move_to[slot], 0) << slot;
+  EXPECT_LT(plan.move_to[27], 0);
+  EXPECT_LT(plan.move_to[32], 0);
+  cache.apply(plan);
+
+  // The horizon still ends it: at newest position 90 the boundary is 60 frames old (active),
+  // at 91 it has expired.
+  const auto slot_of = [&](std::int32_t pos) {
+    const std::int32_t* p = cache.positions();
+    return static_cast<std::int32_t>(std::lower_bound(p, p + cache.num_cells(), pos) - p);
+  };
+  auto g = frames(90, 1);
+  cache.append(g.data(), 1);
+  EXPECT_TRUE(cache.is_protected(slot_of(29)));
+  EXPECT_TRUE(cache.is_protected(slot_of(32)));
+  g = frames(91, 1);
+  cache.append(g.data(), 1);
+  EXPECT_FALSE(cache.is_protected(slot_of(29)));
+  EXPECT_FALSE(cache.is_protected(slot_of(32)));
+
+  // reset() forgets it.
+  cache.reset();
+  cache.append(f.data(), 90);
+  evict_only(cache, plan, 30);
+  cache.apply(plan);
+  EXPECT_TRUE(cache.is_protected(28));
+  cache.reset();
+  f[30].flags = frame_flag_none;
+  cache.append(f.data(), 90);
+  EXPECT_FALSE(cache.is_protected(28));
+}
+
 TEST(TieredCache, EmergencyOverflowEvictsOldestNonSinkFirst) {
   auto c = small_config();
   tiered_cache<> cache(c);

@@ -137,9 +137,9 @@ class planner {
   /// the plan.
   void plan_from_scores(std::int32_t target, bool use_ratio, eviction_plan& out, const workspace& w,
                         const double* scale_sum = nullptr) const {
-    protection_.mark(store_, w.protection, w.boundary_pos);
+    protection_.mark(store_, w.protection);
     // Speech rules rank the scores by tier; w.smoothed keeps the scores before that (for the
-    // entropy), w.boundary_pos is free after mark() and w.key_bits before selection.
+    // entropy), w.boundary_pos and w.key_bits are free before selection.
     const float* raw_scores = w.final_scores;
     std::int32_t always_kept = 0;
     for (std::int32_t j = 0; j < store_.size(); ++j)
@@ -252,7 +252,7 @@ class planner {
     float* pipeline;             // [n] pipeline ping-pong
     std::uint8_t* protection;    // [n] protection_level
     std::int32_t* order;         // [n] candidate indices
-    std::int32_t* boundary_pos;  // [n] positions of active boundaries
+    std::int32_t* boundary_pos;  // [n] scratch of the speech rules and the demotions
     pool_tier* tier_after;       // [n] tiers once the plan applies
     std::uint32_t* key_bits;     // [n] ordered score bits
     std::uint8_t* mask;          // [n] evict mask, cleared

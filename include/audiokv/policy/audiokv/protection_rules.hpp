@@ -2,12 +2,16 @@
 /// @file
 /// The AudioKV policy's protection rules: the recent window and sinks (never evicted) and the
 /// neighbourhoods of young phoneme boundaries (evicted only when a target cannot be met
-/// otherwise).
+/// otherwise). A boundary is a point in the stream the host marked (F15): it protects its
+/// neighbourhood for the whole horizon, whether or not its own frame is still cached, so the
+/// rules keep the positions of the boundaries appended within the horizon.
 #pragma once
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "../../types/frame.hpp"
 #include "../audiokv_config.hpp"
@@ -19,19 +23,45 @@ namespace audiokv::policy::detail {
 /// level.
 enum protection_level : std::uint8_t { protect_none = 0, protect_boundary = 1, protect_always = 2 };
 
-/// @brief Protection of the cached cells, from their positions and flags.
+/// @brief Protection of the cached cells, from their positions and flags and the boundaries
+/// appended within the horizon.
 ///
 /// A cell is `always` kept when its position lies in the recent window (at or after
 /// newest_pos - retention_frames + 1) or it is a sink; else `boundary` when a phoneme boundary
-/// at or after newest_pos - boundary_horizon_frames lies within +-boundary_radius positions;
-/// else `unprotected`.
+/// appended at or after newest_pos - boundary_horizon_frames lies within +-boundary_radius
+/// positions, its own frame cached or not; else `unprotected`.
+///
+/// The boundaries are kept as their positions, ascending: at most horizon_frames + 1 of them
+/// lie within the horizon (positions strictly increase), and twice that many slots (8 bytes
+/// per frame of the horizon: 808 bytes for 1 s of 10 ms frames), allocated at construction,
+/// let record() drop the expired ones in amortised O(1) without allocating.
 class protection_rules {
  public:
-  protection_rules() = default;
   explicit protection_rules(const audiokv_config& config)
       : retention_frames_(config.retention_frames()),
         horizon_frames_(config.boundary_horizon_frames()),
-        radius_(config.boundary_radius) {}
+        radius_(config.boundary_radius),
+        boundaries_(2 * (static_cast<std::size_t>(horizon_frames_) + 1)) {}
+  protection_rules(const protection_rules&) = default;
+  protection_rules& operator=(const protection_rules&) = default;
+  /// Takes `other`'s boundaries; `other` keeps its rules and records no boundary after.
+  protection_rules(protection_rules&& other) noexcept
+      : retention_frames_(other.retention_frames_),
+        horizon_frames_(other.horizon_frames_),
+        radius_(other.radius_),
+        boundaries_(std::move(other.boundaries_)),
+        count_(std::exchange(other.count_, 0)) {}
+  /// Takes `other`'s rules and boundaries; `other` records no boundary after.
+  protection_rules& operator=(protection_rules&& other) noexcept {
+    if (this == &other) return *this;
+    retention_frames_ = other.retention_frames_;
+    horizon_frames_ = other.horizon_frames_;
+    radius_ = other.radius_;
+    boundaries_ = std::move(other.boundaries_);
+    count_ = std::exchange(other.count_, 0);
+    return *this;
+  }
+  ~protection_rules() = default;
 
   /// Positions at or after this one are in the recent window.
   std::int64_t recent_from(const cell_store& store) const noexcept {
@@ -42,45 +72,78 @@ class protection_rules {
     return static_cast<std::int64_t>(store.newest_pos()) - horizon_frames_;
   }
 
-  /// Writes the level of every cell into protection[0, n) in two linear passes (boundary_pos:
-  /// [n] scratch for the positions of the active boundaries).
-  void mark(const cell_store& store, std::uint8_t* protection,
-            std::int32_t* boundary_pos) const noexcept {
+  /// Records the phoneme boundaries among `count` frames the cache has just accepted (positions
+  /// ascending and above every recorded one). Allocates nothing.
+  void record(const frame_meta* frames, std::int32_t count) noexcept {
+    for (std::int32_t i = 0; i < count; ++i) {
+      if (frames[i].flags & frame_flag_phoneme_boundary) push(frames[i].pos);
+    }
+  }
+  /// Forgets every boundary (reset()).
+  void clear() noexcept { count_ = 0; }
+
+  /// Boundaries that protect now, ascending: [first, last) of the recorded positions at or
+  /// after boundary_from(store).
+  const std::int32_t* active_begin(const cell_store& store) const noexcept {
+    return std::lower_bound(boundaries_.data(), boundaries_.data() + count_, boundary_from(store),
+                            [](std::int32_t a, std::int64_t b) { return a < b; });
+  }
+  /// End of the recorded boundaries (see active_begin()).
+  const std::int32_t* active_end() const noexcept { return boundaries_.data() + count_; }
+  /// Most boundaries a cache may hold active: horizon_frames + 1.
+  std::int64_t max_active() const noexcept { return std::int64_t{horizon_frames_} + 1; }
+  /// Replaces the recorded boundaries by `n` <= max_active() positions, ascending (a
+  /// snapshot's, checked by the caller): position(i) for i in [0, n). Allocates nothing (a
+  /// moved-from object, which holds no slots, records none).
+  template <class Position>
+  void assign(std::int32_t n, Position position) noexcept {
+    count_ = std::min(static_cast<std::size_t>(n), boundaries_.size());
+    for (std::size_t i = 0; i < count_; ++i)
+      boundaries_[i] = position(static_cast<std::int32_t>(i));
+  }
+
+  /// Writes the level of every cell into protection[0, n) in two linear passes.
+  void mark(const cell_store& store, std::uint8_t* protection) const noexcept {
     if (store.shares_frames()) {
       mark_with(
-          store, [&](std::int32_t j) { return store.flags_of(j); }, protection, boundary_pos);
+          store, [&](std::int32_t j) { return store.flags_of(j); }, protection);
     } else {
       const std::uint8_t* flags = store.flags();
       mark_with(
-          store, [flags](std::int32_t j) { return flags[j]; }, protection, boundary_pos);
+          store, [flags](std::int32_t j) { return flags[j]; }, protection);
     }
   }
 
-  /// mark()'s level of one cell without scratch: the cells whose positions lie in
-  /// [pos - radius, pos + radius] and at or after boundary_from() are found by binary search
-  /// (positions ascend). O(log n + radius).
+  /// mark()'s level of one cell without scratch: the first active boundary at or after
+  /// pos - radius is found by binary search. O(log horizon_frames).
   protection_level level_of(const cell_store& store, std::int32_t slot) const noexcept {
-    const std::int32_t* pos = store.pos();
-    const std::int64_t p = pos[slot];
+    const std::int64_t p = store.pos()[slot];
     if (p >= recent_from(store) || (store.flags_of(slot) & frame_flag_sink)) return protect_always;
-    const std::int64_t radius = radius_;
-    const std::int64_t from = std::max(p - radius, boundary_from(store));
-    const std::int32_t* first = std::lower_bound(
-        pos, pos + store.size(), from, [](std::int32_t a, std::int64_t b) { return a < b; });
-    for (const std::int32_t* it = first; it != pos + store.size() && *it <= p + radius; ++it) {
-      if (store.flags_of(static_cast<std::int32_t>(it - pos)) & frame_flag_phoneme_boundary) {
-        return protect_boundary;
-      }
-    }
-    return protect_none;
+    const std::int64_t from = std::max(p - radius_, boundary_from(store));
+    const std::int32_t* first =
+        std::lower_bound(active_begin(store), active_end(), from,
+                         [](std::int32_t a, std::int64_t b) { return a < b; });
+    return first != active_end() && *first <= p + radius_ ? protect_boundary : protect_none;
   }
 
  private:
-  /// mark() with the flags of cell j from flags_of(j). The boundaries are gathered without a
-  /// branch (every position is written at the count, which advances on a boundary).
+  /// Appends a boundary at `pos`; when the slots are full, first drops the boundaries no frame
+  /// at or after pos can see (before pos - horizon_frames): at most horizon_frames remain.
+  void push(std::int32_t pos) noexcept {
+    if (boundaries_.empty()) return;  // moved from: its cache is gone
+    if (count_ == boundaries_.size()) {
+      std::int32_t* begin = boundaries_.data();
+      std::int32_t* keep =
+          std::lower_bound(begin, begin + count_, std::int64_t{pos} - horizon_frames_,
+                           [](std::int32_t a, std::int64_t b) { return a < b; });
+      count_ = static_cast<std::size_t>(std::copy(keep, begin + count_, begin) - begin);
+    }
+    boundaries_[count_++] = pos;
+  }
+
+  /// mark() with the flags of cell j from flags_of(j).
   template <class Flags>
-  void mark_with(const cell_store& store, Flags flags_of, std::uint8_t* protection,
-                 std::int32_t* boundary_pos) const noexcept {
+  void mark_with(const cell_store& store, Flags flags_of, std::uint8_t* protection) const noexcept {
     const std::int32_t n = store.size();
     const std::int32_t* pos = store.pos();
     const std::int64_t recent = recent_from(store);
@@ -104,16 +167,11 @@ class protection_rules {
           ((pos[j] >= recent32) & any_recent) | ((flags_of(j) & frame_flag_sink) != 0);
       protection[j] = always_kept ? protect_always : protect_none;
     }
-    std::int32_t num_boundaries = 0;
+    const std::int32_t* boundary = active_begin(store);
+    const std::int32_t* const last = active_end();
     for (std::int32_t j = tail; j < n; ++j) {
-      boundary_pos[num_boundaries] = pos[j];
-      num_boundaries +=
-          ((flags_of(j) & frame_flag_phoneme_boundary) != 0) & (pos[j] >= horizon) ? 1 : 0;
-    }
-    std::int32_t b = 0;
-    for (std::int32_t j = tail; j < n; ++j) {
-      while (b < num_boundaries && boundary_pos[b] + radius < pos[j]) ++b;
-      const bool near_boundary = b < num_boundaries && boundary_pos[b] - radius <= pos[j];
+      while (boundary != last && *boundary + radius < pos[j]) ++boundary;
+      const bool near_boundary = boundary != last && *boundary - radius <= pos[j];
       const bool always_kept = pos[j] >= recent || (flags_of(j) & frame_flag_sink);
       protection[j] = always_kept     ? protect_always
                       : near_boundary ? protect_boundary
@@ -124,6 +182,8 @@ class protection_rules {
   std::int32_t retention_frames_ = 0;
   std::int32_t horizon_frames_ = 0;
   std::int32_t radius_ = 0;
+  std::vector<std::int32_t> boundaries_;  // [2 (horizon_frames + 1)] recorded positions
+  std::size_t count_ = 0;                 // recorded: boundaries_[0, count_), ascending
 };
 
 }  // namespace audiokv::policy::detail

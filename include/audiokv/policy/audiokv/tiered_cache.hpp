@@ -108,6 +108,7 @@ class tiered_cache final : public eviction_policy {
     }
     const std::int32_t first = store_.size();
     store_.append(frames, count, detail::pool_manager::entry_tier);
+    protection_.record(frames, count);
     importance_.on_append(first, store_.size());
     if (config_.prefetch.enabled) pending_frames_ += count;
   }
@@ -361,6 +362,7 @@ class tiered_cache final : public eviction_policy {
   /// reusing one cache for a new sequence.
   void reset() noexcept {
     store_.reset();
+    protection_.clear();
     importance_.reset();
     stats_ = audiokv_stats{};
     forecast_ = capacity_forecast(config_.prefetch);
@@ -392,7 +394,7 @@ class tiered_cache final : public eviction_policy {
   const std::shared_ptr<frame_table>& frames() const noexcept { return store_.frames(); }
 
   /// Version of the byte format snapshot() writes and restore() reads.
-  static constexpr std::uint32_t snapshot_version = 1;
+  static constexpr std::uint32_t snapshot_version = 2;
 
   /// Fingerprint of what a snapshot may be restored into: FNV-1a 64 over every
   /// audiokv_config field (floats by their bits) and the pipeline's shape (stage count, each
@@ -454,19 +456,23 @@ class tiered_cache final : public eviction_policy {
   }
 
   /// Bytes snapshot() writes now: 48 header bytes, 23 per cell, 4 per speaker, 130 of other
-  /// state and an 8-byte checksum.
-  std::size_t snapshot_size() const noexcept { return snapshot_bytes(store_.size()); }
+  /// state, 4 per phoneme boundary within the horizon and an 8-byte checksum.
+  std::size_t snapshot_size() const noexcept {
+    return snapshot_bytes(store_.size(), active_boundaries());
+  }
 
   /// Writes the cache's mutable state into out[0, snapshot_size()), for preemption or swap.
   ///
   /// Format (version snapshot_version, every value little-endian): header: magic
   /// "AKVSNAP\0", u32 version, u32 0, u64 total size, u64 config_fingerprint(), i32
-  /// capacity(), i32 num_cells(), i32 num_speakers, i32 0; cells: newest position, has-frames
-  /// byte, u64 generation, then per-cell arrays pos, speaker, voice, flags, prior, tier,
+  /// capacity(), i32 num_cells(), i32 num_speakers, i32 boundaries; cells: newest position,
+  /// has-frames byte, u64 generation, then per-cell arrays pos, speaker, voice, flags, prior, tier,
   /// importance, evaluated; speaker baselines; drift state (f64 running std, i64 steps);
   /// statistics (9 x i64); prefetch forecast (f32 rate, f32 peak, i64 steps); the engine's
-  /// alignment position (byte given, i32 position); i64 pending_frames(); then the u64 FNV-1a
-  /// 64 of every byte before it. The pipeline's parameters and id() are not written.
+  /// alignment position (byte given, i32 position); i64 pending_frames(); the positions of
+  /// the phoneme boundaries within the horizon, ascending (i32 each, `boundaries` of them:
+  /// they protect their neighbourhoods whether or not their frames are cached); then the u64
+  /// FNV-1a 64 of every byte before it. The pipeline's parameters and id() are not written.
   /// Allocates nothing. Threads: const, so it may run beside plan() and other readers.
   /// @throws audiokv::error naming "out.size()" when it is below snapshot_size() (nothing is
   ///         written).
@@ -485,7 +491,7 @@ class tiered_cache final : public eviction_policy {
     w.i32(store_.capacity());
     w.i32(store_.size());
     w.i32(config_.num_speakers);
-    w.i32(0);
+    w.i32(active_boundaries());
     store_.save(w);
     importance_.save(w, store_.size());
     for (const std::int64_t v : stats_values(stats_)) w.i64(v);
@@ -497,6 +503,10 @@ class tiered_cache final : public eviction_policy {
     w.u8(frontier_.given() ? 1 : 0);
     w.i32(frontier_.given() ? frontier_.position() : 0);
     w.i64(pending_frames_);
+    for (const std::int32_t* b = protection_.active_begin(store_); b != protection_.active_end();
+         ++b) {
+      w.i32(*b);
+    }
     w.u64(detail::fnv1a64(out.data(), w.written()));
   }
 
@@ -544,13 +554,14 @@ class tiered_cache final : public eviction_policy {
     const std::int32_t capacity = header.i32();
     const std::int32_t cells = header.i32();
     const std::int32_t speakers = header.i32();
-    const std::int32_t reserved2 = header.i32();
-    header.check(reserved2 == 0, reserved2, "header word 11", "must be 0");
+    const std::int32_t boundaries = header.i32();
     header.check(cells >= 0 && cells <= capacity, cells, "num_cells",
                  "must be in [0, capacity] of the snapshot");
     header.check(speakers == config_.num_speakers, speakers, "num_speakers",
                  "differs from this cache's config.num_speakers");
-    const std::size_t expected = snapshot_bytes(cells);
+    header.check(boundaries >= 0 && boundaries <= protection_.max_active(), boundaries,
+                 "boundaries", "must be in [0, boundary horizon in frames + 1]");
+    const std::size_t expected = snapshot_bytes(cells, boundaries);
     if (total != expected) {
       header.check(
           false, total, "total size",
@@ -588,8 +599,8 @@ class tiered_cache final : public eviction_policy {
                                       capacity > store_.capacity() ? " (reserve() it first)" : "")
               .c_str());
     }
-    load_state(in.data(), cells, /*commit=*/false);  // throws on the first bad value
-    load_state(in.data(), cells, /*commit=*/true);
+    load_state(in.data(), cells, boundaries, /*commit=*/false);  // throws on the first bad value
+    load_state(in.data(), cells, boundaries, /*commit=*/true);
   }
 
   /// Prefetch: ends one decode step of the forecast and reserves capacity ahead of need.
@@ -654,9 +665,11 @@ class tiered_cache final : public eviction_policy {
   const audiokv_stats& stats() const noexcept { return stats_; }
 
   /// True when a plan may evict cell `slot` only as a last resort: recent window or sink
-  /// (never), emergency pool (only on its own overflow), or a buffer cell near a phoneme
-  /// boundary (only when the target cannot be met otherwise). Read-only: O(log n + radius)
-  /// from the positions, no scratch, so it may run while other threads plan.
+  /// (never), emergency pool (only on its own overflow), or a buffer cell within
+  /// boundary_radius positions of a phoneme boundary appended within the horizon, whether or
+  /// not the boundary's own frame is still cached (only when the target cannot be met
+  /// otherwise). Read-only: O(log n + log horizon) from the positions and the recorded
+  /// boundaries, no scratch, so it may run while other threads plan.
   /// @throws audiokv::error naming "slot" unless 0 <= slot < num_cells().
   bool is_protected(std::int32_t slot) const {
     AUDIOKV_REQUIRE(
@@ -680,10 +693,14 @@ class tiered_cache final : public eviction_policy {
   static constexpr std::size_t snapshot_header_bytes = 48;
   static constexpr std::size_t snapshot_stats_count = 9;
 
-  std::size_t snapshot_bytes(std::int32_t cells) const noexcept {
+  std::size_t snapshot_bytes(std::int32_t cells, std::int32_t boundaries) const noexcept {
     return snapshot_header_bytes + detail::cell_store::snapshot_bytes(cells) +
            importance_.snapshot_bytes(cells) + snapshot_stats_count * 8 + (4 + 4 + 8) + (1 + 4) +
-           8 + 8;
+           8 + static_cast<std::size_t>(boundaries) * 4 + 8;
+  }
+  /// Phoneme boundaries within the horizon (at most horizon frames + 1).
+  std::int32_t active_boundaries() const noexcept {
+    return static_cast<std::int32_t>(protection_.active_end() - protection_.active_begin(store_));
   }
 
   struct stats_array {
@@ -706,8 +723,12 @@ class tiered_cache final : public eviction_policy {
   static void pipeline_shape(detail::snapshot_writer&, const void*) noexcept {}
 
   // Reads the state after a header restore() checked; writes it only when `commit`.
-  void load_state(const std::byte* in, std::int32_t cells, bool commit) {
+  void load_state(const std::byte* in, std::int32_t cells, std::int32_t boundaries, bool commit) {
     detail::snapshot_reader r("tiered_cache::restore", in + snapshot_header_bytes);
+    // The store's newest position and has-frames byte, which bound the boundaries below.
+    detail::snapshot_reader head("tiered_cache::restore", in + snapshot_header_bytes);
+    const std::int64_t newest = head.i32();
+    const bool has_frames = head.u8() != 0;
     store_.load(r, cells, pools_.emergency_cells(), commit);
     importance_.load(r, cells, commit);
     std::int64_t counters[snapshot_stats_count];
@@ -729,7 +750,21 @@ class tiered_cache final : public eviction_policy {
             "must be 0 when none was given (the form snapshot() writes)");
     const std::int64_t pending = r.i64();
     r.check(pending >= 0, pending, "pending_frames", "must be >= 0");
+    // Boundaries within the horizon of the newest position, ascending (what snapshot() writes).
+    const std::int64_t horizon = newest - config_.boundary_horizon_frames();
+    r.check(boundaries == 0 || has_frames, boundaries, "boundaries",
+            "must be 0 when no frame was appended");
+    const detail::snapshot_reader boundary_list = r;
+    std::int64_t previous = horizon - 1;
+    for (std::int32_t i = 0; i < boundaries; ++i) {
+      const std::int32_t b = r.i32();
+      r.check(b > previous && b <= newest, b, "boundary", i,
+              "must exceed the previous boundary and lie within the horizon of newest_pos");
+      previous = b;
+    }
     if (!commit) return;
+    detail::snapshot_reader list = boundary_list;
+    protection_.assign(boundaries, [&](std::int32_t) { return list.i32(); });
     stats_ = audiokv_stats{counters[0], counters[1], counters[2], counters[3], counters[4],
                            counters[5], counters[6], counters[7], counters[8]};
     forecast_.restore_state(rate, peak, forecast_steps);
