@@ -6,15 +6,11 @@
 /// no row copy (rule 2 of core/paged.hpp: every surviving page stays aligned), and no spare
 /// page is needed.
 ///
-/// Cells, for a sequence whose cell i lives in page i / P (the page list in time order):
-///  - *due*: protected (is_protected) and evicted by the cell-granular plan. The plan's own
-///    rules licensed it: the emergency pool's overflow, oldest first, or a boundary
-///    protection released because the target could not be met otherwise (counted in
-///    plan.protections_released). A due cell is always evicted, so the emergency pool is held
-///    at its nominal size exactly as without pages, and protections_released stays exact;
-///  - *locked*: protected and kept by the plan. Never evicted;
-///  - *free*: every other cell.
-/// Rule (e = the plan's evicted cells, d = its due cells):
+/// Cells, for a sequence whose cell i lives in page i / P (the page list in time order), are
+/// *due* (protected and evicted by the cell-granular plan: always evicted, so the emergency
+/// pool is held at its nominal size exactly as without pages, and protections_released stays
+/// exact), *locked* (protected and kept: never evicted) or *free* (unprotected), by the rule of
+/// core/cell_duty.hpp. Rule (e = the plan's evicted cells, d = its due cells):
 ///  - candidates: every page but the last (the one appends fill) that holds a free cell and no
 ///    locked cell;
 ///  - page score: the mean or the max (page_score_rule) of plan.scores over the page's free
@@ -47,11 +43,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "../core/cell_duty.hpp"
 #include "../core/compaction.hpp"
 #include "../core/paged.hpp"
 #include "../detail/describe.hpp"
 #include "../error.hpp"
+#include "../span.hpp"
 #include "../types/eviction_plan.hpp"
+#include "plan_rewrite.hpp"
 
 namespace audiokv::pool {
 
@@ -69,12 +68,12 @@ enum class page_protection : std::uint8_t {
 
 /// @brief Working memory of make_page_granular; reserve once for the cache's capacity.
 struct page_eviction_workspace {
-  std::vector<float> page_score;      ///< [pages]
-  std::vector<std::int32_t> gain;     ///< [pages] free cells of a page (what taking it evicts)
-  std::vector<std::int32_t> order;    ///< [pages] candidate pages
-  std::vector<std::uint8_t> chosen;   ///< [pages] 1 = evict the page (its free cells)
-  std::vector<std::int32_t> partial;  ///< [pages] pages with locked and free cells
-  std::vector<std::uint8_t> state;    ///< [capacity] per cell: free, locked or due
+  std::vector<float> page_score;       ///< [pages]
+  std::vector<std::int32_t> gain;      ///< [pages] free cells of a page (what taking it evicts)
+  std::vector<std::int32_t> order;     ///< [pages] candidate pages
+  std::vector<std::uint8_t> chosen;    ///< [pages] 1 = evict the page (its free cells)
+  std::vector<std::int32_t> partial;   ///< [pages] pages with locked and free cells
+  std::vector<core::cell_duty> state;  ///< [capacity] per cell: free, due or locked
 
   /// Reserves for `capacity` cells in pages of `page_size`.
   void reserve(std::int32_t capacity, std::int32_t page_size) {
@@ -91,47 +90,28 @@ struct page_eviction_workspace {
 
 namespace detail {
 
-/// Cell states of make_page_granular (page_eviction_workspace::state).
-enum page_cell_state : std::uint8_t { cell_free = 0, cell_locked = 1, cell_due = 2 };
-
-}  // namespace detail
-
-/// @brief Rewrites a cell-granular plan (as made by a cache's plan()) into a page-granular one,
-/// by the rule of this file.
-/// @param plan          the plan; keeps its cache_id, generation and protections_released, so
-///                      the cache that made it still applies it
-/// @param page_size     cells per page: 1 <= P, and P < plan.n_kv_before when the plan evicts
-///                      a cell (a single page is the last one, which is never evicted)
-/// @param is_protected  callable(int32_t cell) -> bool (e.g. tiered_cache::is_protected): a
-///                      protected cell is evicted only when the plan evicts it (a due cell)
-/// @param ws            scratch; reserved for the cache's capacity it does not allocate
-/// @param protection    page_protection::page: a page with a locked cell stays whole;
-///                      page_protection::cells: only its locked cells stay (after the pages
-///                      without one, see the file's rule)
-/// @return pages taken whole, plus (page_protection::cells) pages that gave up their free
-///         cells; due cells outside them are not counted
-/// @throws audiokv::error naming "page_size", "plan.move_to.size()", "plan.scores.size()",
-///         "plan.scores[i]" (not finite), "plan.promote[i]" or "plan.demote[i]" (not a cell);
-///         the plan is then unchanged.
+/// make_page_granular with the cell scores in `scores` ([plan.n_kv_before], or empty when
+/// nothing was ranked) instead of plan.scores; validated and named as plan.scores. The layer
+/// form (make_layer_page_granular) passes the heads' reduced scores.
 template <class IsProtected>
-std::int32_t make_page_granular(eviction_plan& plan, std::int32_t page_size, page_score_rule rule,
-                                IsProtected&& is_protected, page_eviction_workspace& ws,
-                                page_protection protection = page_protection::page) {
+std::int32_t page_granular(eviction_plan& plan, span<const float> scores, std::int32_t page_size,
+                           page_score_rule rule, IsProtected&& is_protected,
+                           page_eviction_workspace& ws, page_protection protection) {
   constexpr const char* where = "make_page_granular";
   const std::int32_t n = plan.n_kv_before;
   AUDIOKV_REQUIRE(page_size >= 1, where, "page_size", page_size, "must be >= 1");
   AUDIOKV_REQUIRE(n >= 0 && static_cast<std::int64_t>(plan.move_to.size()) == n, where,
                   "plan.move_to.size()", plan.move_to.size(),
                   ::audiokv::detail::describe("must equal plan.n_kv_before = ", n).c_str());
-  AUDIOKV_REQUIRE(plan.scores.empty() || static_cast<std::int64_t>(plan.scores.size()) == n, where,
-                  "plan.scores.size()", plan.scores.size(),
+  AUDIOKV_REQUIRE(scores.empty() || static_cast<std::int64_t>(scores.size()) == n, where,
+                  "plan.scores.size()", scores.size(),
                   ::audiokv::detail::describe("must be 0 or plan.n_kv_before = ", n).c_str());
-  for (std::size_t i = 0; i < plan.scores.size(); ++i) {
+  for (std::size_t i = 0; i < scores.size(); ++i) {
     // Page scores are sums and maxima of these: finite inputs never give NaN, so the order
     // below is a strict weak order.
-    AUDIOKV_REQUIRE(std::isfinite(plan.scores[i]), where,
-                    ::audiokv::detail::indexed("plan.scores", static_cast<long long>(i)),
-                    plan.scores[i], "must be finite");
+    AUDIOKV_REQUIRE(std::isfinite(scores[i]), where,
+                    ::audiokv::detail::indexed("plan.scores", static_cast<long long>(i)), scores[i],
+                    "must be finite");
   }
   for (const auto* list : {&plan.promote, &plan.demote}) {
     for (std::size_t i = 0; i < list->size(); ++i) {
@@ -159,31 +139,33 @@ std::int32_t make_page_granular(eviction_plan& plan, std::int32_t page_size, pag
   ws.page_score.resize(static_cast<std::size_t>(pages));
   ws.gain.resize(static_cast<std::size_t>(pages));
   ws.chosen.assign(static_cast<std::size_t>(pages), 0);
-  ws.state.assign(static_cast<std::size_t>(n), detail::cell_free);
+  ws.state.assign(static_cast<std::size_t>(n), core::cell_duty::free);
   ws.order.clear();
   ws.partial.clear();
   // Due cells first: protected cells the plan's own rules evict (emergency overflow, released
   // boundary protections). is_protected runs only on the plan's evicted cells here.
   std::int64_t freed = 0;
   for (std::int32_t c = 0; c < n; ++c) {
-    if (plan.move_to[c] == core::evicted_slot && is_protected(c)) {
-      ws.state[c] = detail::cell_due;
-      ++freed;
-    }
+    if (plan.move_to[c] != core::evicted_slot) continue;
+    ws.state[c] = core::duty_of(is_protected(c), /*evicted=*/true);
+    freed += ws.state[c] == core::cell_duty::due ? 1 : 0;
   }
   for (std::int32_t p = 0; p + 1 < pages; ++p) {
     // Score over the page's free cells: all P of them when none is locked or due.
     std::int32_t locked = 0, free = 0;
     float sum = 0.0f, best = 0.0f;
     for (std::int32_t c = p * page_size; c < (p + 1) * page_size; ++c) {
-      if (ws.state[c] == detail::cell_due) continue;
-      if (is_protected(c)) {
+      if (ws.state[c] == core::cell_duty::due) continue;
+      // Not due: protected means kept by the plan (a protected evicted cell is due).
+      const core::cell_duty duty =
+          core::duty_of(is_protected(c), plan.move_to[c] == core::evicted_slot);
+      if (duty == core::cell_duty::locked) {
         ++locked;
         if (!by_cell) break;
-        ws.state[c] = detail::cell_locked;
+        ws.state[c] = duty;
         continue;
       }
-      const float s = plan.scores.empty() ? 0.0f : plan.scores[c];
+      const float s = scores.empty() ? 0.0f : scores[c];
       sum += s;
       best = free > 0 ? std::max(best, s) : s;
       ++free;
@@ -209,27 +191,42 @@ std::int32_t make_page_granular(eviction_plan& plan, std::int32_t page_size, pag
       freed += ws.gain[p];
     }
   }
-  // Rewrite the plan: evict the due cells and the chosen pages' free cells, stable move_to.
-  plan.evict.clear();
-  std::int32_t kept = 0;
-  for (std::int32_t c = 0; c < n; ++c) {
-    // A chosen page holds no locked cell with page_protection::page (its scan never broke),
-    // and its locked cells are marked with page_protection::cells.
-    const std::uint8_t state = ws.state[c];
-    if (state == detail::cell_due || (ws.chosen[c / page_size] && state != detail::cell_locked)) {
-      plan.move_to[c] = core::evicted_slot;
-      plan.evict.push_back(c);
-    } else {
-      plan.move_to[c] = core::compaction_target(true, kept++);
-    }
-  }
-  plan.n_kv_after = kept;
-  const auto dropped = [&](std::int32_t slot) { return plan.move_to[slot] == core::evicted_slot; };
-  plan.promote.erase(std::remove_if(plan.promote.begin(), plan.promote.end(), dropped),
-                     plan.promote.end());
-  plan.demote.erase(std::remove_if(plan.demote.begin(), plan.demote.end(), dropped),
-                    plan.demote.end());
+  // Rewrite the plan: evict the due cells and the chosen pages' free cells, stable move_to. A
+  // chosen page holds no locked cell with page_protection::page (its scan never broke), and its
+  // locked cells are marked with page_protection::cells.
+  detail::rewrite_keep_set(plan, [&](std::int32_t c) {
+    const core::cell_duty duty = ws.state[c];
+    return duty == core::cell_duty::due ||
+           (ws.chosen[c / page_size] != 0 && duty != core::cell_duty::locked);
+  });
   return chosen_pages;
+}
+
+}  // namespace detail
+
+/// @brief Rewrites a cell-granular plan (as made by a cache's plan()) into a page-granular one,
+/// by the rule of this file.
+/// @param plan          the plan; keeps its cache_id, generation and protections_released, so
+///                      the cache that made it still applies it
+/// @param page_size     cells per page: 1 <= P, and P < plan.n_kv_before when the plan evicts
+///                      a cell (a single page is the last one, which is never evicted)
+/// @param is_protected  callable(int32_t cell) -> bool (e.g. tiered_cache::is_protected): a
+///                      protected cell is evicted only when the plan evicts it (a due cell)
+/// @param ws            scratch; reserved for the cache's capacity it does not allocate
+/// @param protection    page_protection::page: a page with a locked cell stays whole;
+///                      page_protection::cells: only its locked cells stay (after the pages
+///                      without one, see the file's rule)
+/// @return pages taken whole, plus (page_protection::cells) pages that gave up their free
+///         cells; due cells outside them are not counted
+/// @throws audiokv::error naming "page_size", "plan.move_to.size()", "plan.scores.size()",
+///         "plan.scores[i]" (not finite), "plan.promote[i]" or "plan.demote[i]" (not a cell);
+///         the plan is then unchanged.
+template <class IsProtected>
+std::int32_t make_page_granular(eviction_plan& plan, std::int32_t page_size, page_score_rule rule,
+                                IsProtected&& is_protected, page_eviction_workspace& ws,
+                                page_protection protection = page_protection::page) {
+  return detail::page_granular(plan, span<const float>(plan.scores), page_size, rule, is_protected,
+                               ws, protection);
 }
 
 }  // namespace audiokv::pool
