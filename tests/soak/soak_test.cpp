@@ -2,8 +2,11 @@
 // Soak: one hour of 10 ms frames (360,000 steps; AUDIOKV_SOAK_FRAMES overrides) of three speakers
 // with silence runs, phoneme boundaries, segment starts and noise bursts through one tiered_cache
 // with budget 2000, as an engine drives it: append, observe, and plan + compact + apply whenever
-// the trigger fires. Four runs: cell-granular plans, and plans rewritten into pages of 16, 32 and
-// 64 cells by make_page_granular with protection per cell. Each checks, after warm-up:
+// the trigger fires. Five runs: cell-granular plans, plans rewritten into pages of 16, 32 and 64
+// cells by make_page_granular with protection per cell, and per-layer plans of two KV heads
+// (each a tiered_cache with its own attention; share_layer_plan) rewritten into pages of 16
+// by make_layer_page_granular, as a vLLM-style engine whose blocks hold every head evicts. Each
+// checks, after warm-up:
 //   - budget adherence: mean occupancy within +-3% of the trigger level (the stream property
 //     test's rule), the cache never above the trigger level or the budget, and append never
 //     throws (the page rewrite once filled the cache with emergency cells);
@@ -11,7 +14,9 @@
 //     reference of the boundary, recent-window and emergency-pool rules kept apart from the cache
 //     (emergency cells only on their pool's overflow, oldest first; the first frames are sinks and
 //     never go), and the emergency pool stays at its nominal size;
-//   - page runs: no cell that is protected and kept by the cell-granular plan is evicted;
+//   - page and per-layer runs: no cell that some head protects and whose own cell-granular
+//     plan kept it is evicted;
+//   - every head's is_protected agrees with the oracle on every cell at every plan;
 //   - compaction of a K buffer whose rows encode positions equals positions() after each apply;
 //   - memory is flat: zero heap allocations in the steady-state loop (counted by a replacement
 //     global operator new) and no resident-set growth (/proc/self/statm).
@@ -21,6 +26,7 @@
 
 #include <atomic>
 #include <audiokv/audiokv.hpp>
+#include <audiokv/pool/layer_plan.hpp>
 #include <audiokv/pool/page_granular.hpp>
 #include <chrono>
 #include <cmath>
@@ -135,10 +141,12 @@ constexpr std::int64_t kWarmUp = 20000;  // 200 s: pools filled, many evictions 
 static_assert(kFrames > 2 * kWarmUp, "the soak must run well past its warm-up");
 
 /// How the soak's plans are made: cell-granular (page 0), or rewritten by make_page_granular
-/// into pages of `page` cells with `protection`.
+/// into pages of `page` cells with `protection`; with heads > 1, one tiered_cache per KV head of
+/// a layer, whose plans share_layer_plan makes one (and make_layer_page_granular pages).
 struct soak_mode {
   std::int32_t page = 0;
   page_protection protection = page_protection::cells;
+  std::int32_t heads = 1;
 };
 
 /// Everything one soak measures.
@@ -146,7 +154,8 @@ struct soak_result {
   std::int32_t trigger = 0, budget = 0, peak = 0, emergency_peak = 0, emergency_nominal = 0;
   double mean = 0.0, seconds = 0.0;
   std::int64_t oracle_mismatches = 0, compaction_mismatches = 0, steady_allocations = 0;
-  std::int64_t locked_evicted = 0;  // protected cells the cell-granular plan kept, evicted
+  std::int64_t locked_evicted = 0;  // protected cells their head's own plan kept, evicted
+  std::int64_t disagreements = 0;   // cells where is_protected and the oracle differ
   std::int64_t rss_warm = 0, rss_flat = 0, rss_max = 0;
   std::int64_t threw_at = -1;  // step whose append threw (the cache was full), or -1
   std::string thrown;
@@ -154,28 +163,35 @@ struct soak_result {
   audiokv_stats stats;
 };
 
-/// One hour of the stream above through a tiered_cache with budget 2000, as an engine drives
-/// it: append, observe, and plan (+ make_page_granular) + compact + apply whenever the trigger
-/// fires.
+/// One hour of the stream above through a tiered_cache with budget 2000 (one per head), as an
+/// engine drives it: append, observe, and plan (+ share_layer_plan, + page rewrite) + compact +
+/// apply whenever the trigger fires.
 soak_result run_soak(const soak_mode& mode) {
   audiokv_config config;
   config.budget = 2000;
   config.num_speakers = 3;
-  tiered_cache<> cache(config);
+  const std::size_t heads = static_cast<std::size_t>(mode.heads);
+  std::vector<tiered_cache<>> caches(heads, tiered_cache<>(config));
+  tiered_cache<>& cache = caches[0];
   const std::int32_t capacity = cache.capacity();
-  test::protection_oracle oracle(config, capacity);
+  std::vector<test::protection_oracle> oracles(heads, test::protection_oracle(config, capacity));
   soak_result r;
   r.trigger = cache.trigger_cells();
   r.budget = config.budget;
   r.emergency_nominal = cache.emergency_pool_cells();
 
-  // Everything the loop touches is sized once, here: the plan is reserved for the capacity.
-  eviction_plan plan;
-  plan.reserve(capacity);
-  std::vector<std::int32_t> cell_plan;  // the cell-granular plan's move_to, before the rewrite
-  cell_plan.reserve(capacity);
+  // Everything the loop touches is sized once, here: the plans are reserved for the capacity.
+  std::vector<eviction_plan> plans(heads);
+  std::vector<std::vector<std::int32_t>> cell_plans(heads);  // each head's own plan's move_to
+  for (std::size_t h = 0; h < heads; ++h) {
+    plans[h].reserve(capacity);
+    cell_plans[h].reserve(capacity);
+  }
+  const span<eviction_plan> layer(plans.data(), plans.size());
   page_eviction_workspace pages;
   if (mode.page > 0) pages.reserve(capacity, mode.page);
+  layer_plan_workspace layer_ws;
+  if (heads > 1) layer_ws.reserve_pages(capacity, mode.page > 0 ? mode.page : 1);
   std::vector<float> attention(capacity);
   std::vector<float> weight(capacity);  // per-slot content weights, compacted like K
   std::vector<std::int32_t> k(static_cast<std::size_t>(capacity) * kHeads * kDim);
@@ -183,6 +199,9 @@ soak_result run_soak(const soak_mode& mode) {
   const kv_view<float, layout_nhd> wv(weight.data(), layout_nhd{{capacity, 1, 1}});
   soak_stream stream(20260101);
   const auto is_protected = [&](std::int32_t c) { return cache.is_protected(c); };
+  const auto head_protects = [&](std::int32_t h, std::int32_t c) {
+    return caches[static_cast<std::size_t>(h)].is_protected(c);
+  };
 
   double occupancy_sum = 0.0;
   std::int64_t samples = 0;
@@ -197,46 +216,67 @@ soak_result run_soak(const soak_mode& mode) {
     float w = 0.0f;
     const frame_meta f = stream.next_frame(w);
     try {
-      cache.append(&f, 1);
+      for (auto& c : caches) c.append(&f, 1);
     } catch (const error& e) {  // a full cache: what the page rewrite once ran into
       g_counting = false;
       r.threw_at = step;
       r.thrown = e.what();
       break;
     }
-    oracle.append(&f, 1);
+    for (auto& oracle : oracles) oracle.append(&f, 1);
     const std::int32_t slot = cache.num_cells() - 1;
     weight[slot] = w;
     for (std::int32_t h = 0; h < kHeads; ++h) {
       for (std::int32_t d = 0; d < kDim; ++d) kv(slot, h, d) = f.pos * (d + 1) + h;
     }
-    stream.attention(cache.positions(), weight.data(), cache.num_cells(), attention.data());
-    cache.observe(attention.data(), cache.num_cells());
-    if (cache.wants_eviction()) {
-      cache.plan(plan);
-      if (mode.page > 0) {
-        cell_plan = plan.move_to;  // within the reserved capacity: no allocation
-        make_page_granular(plan, mode.page, page_score_rule::mean, is_protected, pages,
-                           mode.protection);
-        for (const std::int32_t c : plan.evict)
-          r.locked_evicted += cell_plan[c] != -1 && cache.is_protected(c) ? 1 : 0;
+    bool trigger = false;
+    for (auto& c : caches) {  // each head its own draw of the stream's attention
+      stream.attention(c.positions(), weight.data(), c.num_cells(), attention.data());
+      c.observe(attention.data(), c.num_cells());
+      trigger = trigger || c.wants_eviction();
+    }
+    if (trigger) {
+      for (std::size_t h = 0; h < heads; ++h) {
+        caches[h].plan(plans[h]);
+        cell_plans[h] = plans[h].move_to;  // within the reserved capacity: no allocation
+        for (std::int32_t j = 0; j < caches[h].num_cells(); ++j)
+          r.disagreements += oracles[h].protects(j) != caches[h].is_protected(j);
       }
-      r.protection += oracle.check(plan);
-      cpu::compact_all_heads(kv, plan);
-      cpu::compact(wv, 0, plan);
-      cache.apply(plan);
-      oracle.apply(plan);
-      r.oracle_mismatches += oracle.size() != cache.num_cells();
+      if (heads > 1) {
+        share_layer_plan(layer, head_reduce::max, head_protects, layer_ws);
+        if (mode.page > 0) {
+          make_layer_page_granular(layer, head_reduce::max, mode.page, page_score_rule::mean,
+                                   head_protects, layer_ws, mode.protection);
+        }
+      } else if (mode.page > 0) {
+        make_page_granular(plans[0], mode.page, page_score_rule::mean, is_protected, pages,
+                           mode.protection);
+      }
+      for (const std::int32_t c : plans[0].evict) {
+        for (std::size_t h = 0; h < heads; ++h)
+          r.locked_evicted += cell_plans[h][c] != -1 && caches[h].is_protected(c) ? 1 : 0;
+      }
+      for (std::size_t h = 0; h < heads; ++h) r.protection += oracles[h].check(plans[h]);
+      cpu::compact_all_heads(kv, plans[0]);
+      cpu::compact(wv, 0, plans[0]);
+      for (std::size_t h = 0; h < heads; ++h) {
+        caches[h].apply(plans[h]);
+        oracles[h].apply(plans[h]);
+        r.oracle_mismatches += oracles[h].size() != caches[h].num_cells();
+        for (std::int32_t j = 0; j < caches[h].num_cells(); ++j) {
+          r.oracle_mismatches += oracles[h].positions()[j] != cache.positions()[j] ||
+                                 oracles[h].tiers()[j] != caches[h].tiers()[j];
+        }
+        if (step >= kWarmUp) {
+          r.emergency_peak = std::max(r.emergency_peak, caches[h].pool_size(pool_tier::emergency));
+        }
+      }
       for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
         const std::int32_t p = cache.positions()[j];
-        r.oracle_mismatches += oracle.positions()[j] != p || oracle.tiers()[j] != cache.tiers()[j];
         for (std::int32_t h = 0; h < kHeads; ++h) {
           for (std::int32_t d = 0; d < kDim; ++d)
             r.compaction_mismatches += kv(j, h, d) != p * (d + 1) + h;
         }
-      }
-      if (step >= kWarmUp) {
-        r.emergency_peak = std::max(r.emergency_peak, cache.pool_size(pool_tier::emergency));
       }
     }
     r.peak = std::max(r.peak, cache.num_cells());
@@ -263,7 +303,8 @@ soak_result run_soak(const soak_mode& mode) {
   r.stats = cache.stats();
 
   const audiokv_stats& st = r.stats;
-  const char* how = mode.page == 0                              ? "cells"
+  const char* how = mode.heads > 1                              ? "per layer of 2 heads, pages"
+                    : mode.page == 0                            ? "cells"
                     : mode.protection == page_protection::cells ? "pages, protection per cell"
                                                                 : "pages, protection per page";
   std::printf(
@@ -280,13 +321,14 @@ soak_result run_soak(const soak_mode& mode) {
       r.rss_warm / 1048576.0, r.rss_flat / 1048576.0, r.rss_max / 1048576.0);
   std::printf(
       "soak (%s, page %d): protection oracle: cells covered at plan time: recent %lld, boundary "
-      "%lld, sinks %lld, emergency %lld; emergency overflow evictions %lld; violations %lld\n",
+      "%lld, sinks %lld, emergency %lld; emergency overflow evictions %lld; violations %lld; "
+      "is_protected disagreements %lld\n",
       how, mode.page, static_cast<long long>(r.protection.recent_seen),
       static_cast<long long>(r.protection.boundary_seen),
       static_cast<long long>(r.protection.sink_seen),
       static_cast<long long>(r.protection.emergency_seen),
       static_cast<long long>(r.protection.emergency_evicted),
-      static_cast<long long>(r.protection.violations()));
+      static_cast<long long>(r.protection.violations()), static_cast<long long>(r.disagreements));
   return r;
 }
 
@@ -304,6 +346,7 @@ void expect_soak_holds(const soak_result& r) {
   EXPECT_EQ(r.protection.boundary_evicted, 0);
   EXPECT_EQ(r.stats.protections_released, 0);
   EXPECT_EQ(r.locked_evicted, 0);
+  EXPECT_EQ(r.disagreements, 0);
   EXPECT_GT(r.protection.emergency_evicted, 0);
   // The emergency pool stays at its nominal size: its overflow leaves oldest first, and
   // segment starts lie >= 25 frames apart, so at most one more sits in the 20-frame recent
@@ -353,5 +396,17 @@ INSTANTIATE_TEST_SUITE_P(Pages, SoakPageGranular, ::testing::Values(16, 32, 64),
                          [](const ::testing::TestParamInfo<std::int32_t>& value) {
                            return "page" + std::to_string(value.param);
                          });
+
+/// The same hour with per-layer plans of two KV heads made page-granular (pages of 16,
+/// protection per cell): the pipeline of docs/integration.md for engines whose blocks hold
+/// every head of a layer (vLLM, TensorRT-LLM). share_layer_plan once kept every cell any head
+/// protected, so the emergency pool's overflow never left and the cache filled.
+TEST(Soak, OneHourOfFramesBudget2000PerLayerOfTwoHeadsPages16) {
+  const soak_result r = run_soak({16, page_protection::cells, 2});
+  RecordProperty("mean_occupancy_percent_of_trigger",
+                 static_cast<int>(1000.0 * r.mean / r.trigger));
+  RecordProperty("seconds", static_cast<int>(r.seconds));
+  expect_soak_holds(r);
+}
 
 }  // namespace
