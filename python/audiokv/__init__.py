@@ -82,6 +82,24 @@ class AudioKVConfig(_ext.AudioKVConfig):
             except TypeError as exc:
                 raise Error(f"audiokv::AudioKVConfig: config.{key} = {value!r}: {exc}", f"config.{key}") from None
 
+    def __setattr__(self, key: str, value) -> None:
+        # A misspelt field would otherwise become a new attribute that configures nothing.
+        if key not in _CONFIG_FIELDS_ALL:
+            raise Error(f"audiokv::AudioKVConfig: config.{key}: is not a field", f"config.{key}")
+        try:
+            super().__setattr__(key, value)
+        except TypeError:
+            field = getattr(type(self), key)
+            expected = type(field.__get__(self)).__name__ if hasattr(field, "__get__") else "?"
+            if expected == "int" and isinstance(value, int) and not isinstance(value, bool):
+                raise Error(f"audiokv::AudioKVConfig: config.{key} = {value}: must fit in int32",
+                            f"config.{key}") from None
+            exc = TypeError(f"audiokv::AudioKVConfig: config.{key} = {type(value).__name__}: must be "
+                            f"{'an' if expected[0] in 'aeiou' else 'a'} {expected}"
+                            + (" in range" if expected in ("int", "float") else ""))
+            exc.argument = f"config.{key}"
+            raise exc from None
+
 
 def policy_names() -> list[str]:
     """Every name :func:`make_policy` accepts."""
