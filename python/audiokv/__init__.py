@@ -118,7 +118,7 @@ def make_policy(name: str, **options) -> Policy:
     and the smoothing stages' ``block`` (within-block rank), ``level_weight``, ``slope_gain``;
     any :class:`AudioKVConfig` field may also be given by name.
     """
-    if name == "audiokv":
+    if isinstance(name, str) and name == "audiokv":
         fields = {key: options.pop(key) for key in list(options) if key in _CONFIG_FIELDS}
         if fields:
             config = options.pop("config", None)
@@ -128,6 +128,11 @@ def make_policy(name: str, **options) -> Policy:
                     capacity=options.pop("capacity", 0),
                     num_speakers=options.pop("num_speakers", 1),
                 )
+            elif isinstance(config, _ext.AudioKVConfig):
+                config = _copy_config(config)  # the caller's config stays as it was
+            else:
+                raise Error(f"audiokv::make_policy: options.config = {config!r}: must be an "
+                            "audiokv.AudioKVConfig", "options.config")
             for key, value in fields.items():
                 try:
                     setattr(config, key, value)
@@ -135,6 +140,15 @@ def make_policy(name: str, **options) -> Policy:
                     raise Error(f"audiokv::make_policy: config.{key} = {value!r}: {exc}", f"config.{key}") from None
             options["config"] = config
     return _ext.make_policy(name, **options)
+
+
+def _copy_config(config: _ext.AudioKVConfig) -> AudioKVConfig:
+    """A copy of every field Python can set (the others keep their defaults in any config
+    made from Python)."""
+    copy = AudioKVConfig()
+    for key in _CONFIG_FIELDS_ALL:
+        setattr(copy, key, getattr(config, key))
+    return copy
 
 
 _CONFIG_FIELDS_ALL = {

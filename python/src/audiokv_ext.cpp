@@ -280,7 +280,10 @@ std::int32_t int32_arg(nb::handle obj, const char* where, const char* name, std:
     fail_type(where, name, obj, "must be an int");
   }
   const nb::object index = nb::steal(PyNumber_Index(obj.ptr()));
-  if (!index.is_valid()) throw nb::python_error();
+  if (!index.is_valid()) {  // e.g. a 0-d NumPy array of another dtype
+    PyErr_Clear();
+    fail_type(where, name, obj, "must be an int");
+  }
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (v == -1 && PyErr_Occurred() != nullptr) throw nb::python_error();
@@ -548,7 +551,9 @@ template <class T>
 T option_as(nb::handle value, const char* key) {
   T out{};
   if constexpr (std::is_same_v<T, bool>) {
-    if (!PyBool_Check(value.ptr())) fail("make_policy", key, "not a bool", "must be True/False");
+    if (!PyBool_Check(value.ptr())) {
+      fail("make_policy", std::string("options.") + key, shown(value), "must be True or False");
+    }
     return value.ptr() == Py_True;
   } else {
     if (!nb::try_cast(value, out, /*convert=*/!std::is_integral_v<T>)) {
@@ -897,7 +902,7 @@ NB_MODULE(_ext, m) {
             plan_use use(p, /*write=*/true, "self");
             p.plan.reserve(c);
           },
-          "capacity"_a, nb::sig("def reserve(self, capacity: int) -> None"))
+          "capacity"_a.none(), nb::sig("def reserve(self, capacity: int) -> None"))
       .def_prop_ro("evict", plan_array(&plan_t::evict))
       .def_prop_ro("move_to", plan_array(&plan_t::move_to))
       .def_prop_ro("promote", plan_array(&plan_t::promote))
