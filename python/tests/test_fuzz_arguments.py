@@ -387,7 +387,7 @@ def test_make_policy(name, data):
         name = draw(junk) if name != "no_such_policy" else name
         allowed.add("name")
     options = {"budget": 6, "capacity": 12}
-    if name == "audiokv":
+    if isinstance(name, str) and name == "audiokv":
         options["frame_ms"] = 100.0  # a recent window that fits the small budget
     for key in draw(st.sets(st.sampled_from(OPTION_KEYS), max_size=3)):
         options[key] = draw(junk)
