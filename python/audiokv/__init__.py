@@ -12,7 +12,11 @@ One :class:`Policy` manages one (sequence, layer, KV head) cache. Each decode st
         policy.apply(plan)
 
 Every call validates its arguments before it changes anything: a bad one raises
-:class:`Error` (a ``ValueError``) whose ``argument`` names it, and the state is unchanged.
+:class:`Error` (a ``ValueError``) whose ``argument`` names it, one of the wrong type a
+``TypeError`` with the same ``argument``, and the state is unchanged. :func:`compact` refuses
+read-only buffers. Calls that release the GIL hold their policy and their :class:`Plan` until
+they return: another thread that would change either meanwhile gets ``RuntimeError`` (several
+threads may read one Plan at once, e.g. compact K and V).
 """
 
 from __future__ import annotations

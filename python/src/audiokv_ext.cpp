@@ -5,9 +5,14 @@
 ///
 /// Conventions: arguments are validated before any state changes (by the C++ entry points, or
 /// here for the conversions); audiokv::error becomes audiokv.Error (a ValueError) carrying the
-/// C++ argument name in `.argument`. Calls that scan cells release the GIL. One Policy object is
-/// not thread-safe, as in C++; a second thread entering it while a call runs gets RuntimeError
-/// instead of a data race.
+/// C++ argument name in `.argument`, an argument of the wrong type a TypeError with the same
+/// `.argument`. Buffers written in place must be writable (read-only ones are rejected before
+/// anything moves). Calls that scan cells release the GIL. One Policy object is not
+/// thread-safe, as in C++; a second thread entering it while a call runs gets RuntimeError
+/// instead of a data race. A Plan is held for a call's whole duration, shared by readers
+/// (compact, apply, its properties) and exclusive to a writer (plan/plan_to into it, reserve);
+/// a conflicting call gets RuntimeError. observe() reads a private copy of the probabilities,
+/// so a caller's array written by another thread cannot change validated values.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
