@@ -13,6 +13,7 @@
 
 #include "common/lse_case.hpp"
 #include "cuda/device_buffer.hpp"
+#include "cuda/host_dtype.hpp"
 #include "cuda/tolerance.hpp"
 
 namespace {
@@ -30,23 +31,8 @@ using dbuf = audiokv::test::device_buffer<T>;
 #define REQUIRE_DEVICE() \
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine"
 
-template <class T>
-T from_f(float x);
-template <>
-float from_f<float>(float x) {
-  return x;
-}
-template <>
-__half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-float to_f(float x) { return x; }
-float to_f(__half x) { return __half2float(x); }
-float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+using audiokv::test::from_f;
+using audiokv::test::to_f;
 
 template <class T>
 void run_case(cu::dtype type, lse_layout layout, lse_base base, gqa_reduce mode, int dim,

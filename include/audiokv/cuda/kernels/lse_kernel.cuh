@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// LSE scoring on the device: per-cell probabilities from the log-sum-exp a flash kernel returned
-/// (core/lse.hpp), GQA-reduced per KV head in the same pass. Block (cell tile, sequence x KV
-/// head): `threads_per_row` lanes read one cell's K row with 16-byte loads, once for every query
-/// head of the group (no repeat_kv), reduce each dot product with warp shuffles and apply
-/// core::lse_probability and core::group_fold / group_finish, the CPU driver's functions
-/// (cpu/lse_scores.hpp). Cell -> row addressing is core::kv_batch_addressing, read from device
-/// memory (contiguous counts or a FlashInfer CSR page table).
+/// (core/lse.hpp), GQA-reduced per KV head in the same pass. Geometry of the attention kernel
+/// (attention_geometry). Block (cell tile, sequence x KV head): `threads_per_row` lanes read one
+/// cell's K row with 16-byte loads, once for every query head of the group (no repeat_kv), reduce
+/// each dot product with warp shuffles and apply core::lse_probability and core::group_fold /
+/// group_finish, the CPU driver's functions (cpu/lse_scores.hpp). Cell -> row addressing is
+/// core::kv_batch_addressing, read from device memory (contiguous counts or a FlashInfer CSR page
+/// table).
 #pragma once
 
 #include <cstdint>
@@ -17,28 +18,16 @@
 #include "../../core/paged.hpp"
 #include "../dtype.cuh"
 #include "../params.cuh"
+#include "attention_kernel.cuh"
 
 namespace audiokv::cuda::kernels {
-
-/// Thread geometry of lse_scores_kernel for element type T and head_dim D.
-template <class T, int D>
-struct lse_geometry {
-  static constexpr int vec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
-  static constexpr int threads_per_row = D / vec;
-  static constexpr int rows_per_warp = 32 / threads_per_row;
-  static constexpr int warps = 4;
-  static constexpr int threads = warps * 32;
-  static constexpr int rows_per_block = warps * rows_per_warp;
-  static_assert(D % vec == 0 && threads_per_row <= 32 && 32 % threads_per_row == 0,
-                "audiokv: head_dim must be 64 or 128 for the LSE scoring kernel.");
-};
 
 // Static (internal linkage): every translation unit that includes this header registers its own
 // copy, so any number of them link into one program.
 template <class T, int D>
-static __global__ void __launch_bounds__(lse_geometry<T, D>::threads)
+static __global__ void __launch_bounds__(attention_geometry<T, D>::threads)
     lse_scores_kernel(const lse_params<T> p) {
-  using geo = lse_geometry<T, D>;
+  using geo = attention_geometry<T, D>;
   constexpr int vec = geo::vec;
   constexpr int tpr = geo::threads_per_row;
   const std::int32_t b = static_cast<std::int32_t>(blockIdx.y) / p.num_kv_heads;

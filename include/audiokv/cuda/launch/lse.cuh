@@ -51,7 +51,7 @@ inline cudaError_t lse_scores(const lse_scoring& s, dtype k_type, const void* k,
       (kv.paged() ? kv.page_stride % vec != 0 : kv.seq_stride % vec != 0))
     return cudaErrorInvalidValue;
   AUDIOKV_DISPATCH_DTYPE(k_type, T, {AUDIOKV_DISPATCH_HEAD_DIM(s.shape.head_dim, D, {
-                           using geo = kernels::lse_geometry<T, D>;
+                           using geo = kernels::attention_geometry<T, D>;
                            lse_params<T> p;
                            p.q = s.q;
                            p.lse = s.lse;
