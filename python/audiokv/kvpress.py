@@ -51,9 +51,10 @@ input tokens equal to it are appended with ``voice=1`` and the first cell of eac
 the emergency pool); the other cells get ``voice=0``. Without a placeholder id every cell has
 ``voice=1`` (no speech/text distinction).
 
-Limits: one query row per cell (no left padding inside a batch); no sliding-window layers;
-``adakv`` is refused as the policy (use kvpress's AdaKVPress around the press instead); a cache
-that grows beyond a policy's capacity between compressions raises :class:`audiokv.Error`.
+Limits: no padding inside a batch (every cell is a real token of its row); no sliding-window
+layers; no QuantizedCache; ``adakv`` is refused as the policy (wrap the press in kvpress's
+AdaKVPress instead); a cache that grows beyond a policy's capacity between compressions raises
+:class:`audiokv.Error`.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from kvpress.presses.base_press import BasePress
 from kvpress.presses.scorer_press import ScorerPress
 from kvpress.utils import compute_n_kept, get_prerope_query_states
 from torch import nn
+from transformers import QuantizedCache
 
 import audiokv
 
@@ -352,6 +354,8 @@ class AudioKVPress(ScorerPress):
         hidden_states = kwargs["hidden_states"]
         cache = kwargs["past_key_values"]
         layer = module.layer_idx
+        if isinstance(cache, QuantizedCache):
+            raise audiokv.Error("audiokv.kvpress: a QuantizedCache is not supported (cells are matched by their keys)", "cache")
         keys = cache.layers[layer].keys  # [batch, kv_heads, length, dim]
         batch, kv_heads, length, head_dim = keys.shape
         q_len = hidden_states.shape[1]
