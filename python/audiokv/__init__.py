@@ -33,8 +33,10 @@ __all__ = [
     "PoolSplit",
     "PrefetchConfig",
     "compact",
+    "lse_scores",
     "make_adakv_heads",
     "make_policy",
+    "observe_lse",
     "policy_names",
     "__version__",
 ]
@@ -67,6 +69,51 @@ from ._ext import (  # noqa: E402
 )
 
 __version__ = _ext.version
+
+
+def lse_scores(q, k, lse, *, base, scale, mode="mean", layout="nhd", seq_lens=None, indptr=None,
+               indices=None, last_page_len=None, return_probs=False):
+    """Per-cell attention probabilities of one decode step from the log-sum-exp a flash-style
+    kernel returned, without recomputing the softmax (C++ ``audiokv::cpu::lse_scores``)::
+
+        p[b, r, j] = exp(scale * q[b, r] . k_b[j, r // G] - lse[b, r])       base="natural"
+        p[b, r, j] = 2 ** (scale * log2(e) * q[b, r] . k_b[j, r // G] - lse[b, r])   base="two"
+
+    ``base`` has no default: FlashInfer's FA2-style decode/prefill wrappers return base-2 LSEs
+    (``state_t::get_lse``), its cutlass backend natural ones. ``scale`` is the kernel's softmax
+    scale (usually ``head_dim ** -0.5``).
+
+    q: [batch, num_q_heads, head_dim] (or [num_q_heads, head_dim]); lse: [batch, num_q_heads];
+    float32 CPU arrays (NumPy or torch). K, float32 with unit stride over head_dim:
+
+    * contiguous: [batch, cells, kv_heads, dim] (``layout="nhd"``) or [batch, kv_heads, cells,
+      dim] (``"hnd"``, Hugging Face caches), 3-d for one sequence; ``seq_lens`` [batch] cells per
+      sequence (default: all);
+    * paged (FlashInfer's CSR table): ``indptr`` [batch + 1], ``indices`` [indptr[-1]] page ids,
+      ``last_page_len`` [batch]; k is the page pool [pages, page_size, kv_heads, dim] (``"nhd"``)
+      or [pages, kv_heads, page_size, dim] (``"hnd"``).
+
+    Returns scores [batch, kv_heads, max_cells] float32: each KV head's probabilities reduced over
+    its GQA group (``mode`` "mean" or "max"), cells beyond a sequence's count 0; with
+    ``return_probs`` also probs [batch, num_q_heads, max_cells]. Raises :class:`Error` naming the
+    bad argument.
+    """
+    return _ext.lse_scores(q, k, lse, base=base, scale=scale, mode=mode, layout=layout,
+                           seq_lens=seq_lens, indptr=indptr, indices=indices,
+                           last_page_len=last_page_len, return_probs=return_probs)
+
+
+def observe_lse(policies, q, k, lse, *, base, scale, mode="mean", layout="nhd", seq_lens=None,
+                indptr=None, indices=None, last_page_len=None, mass_tolerance=1e-3):
+    """:func:`lse_scores` folded straight into the policies: ``policies[b * num_kv_heads + h]``
+    observes KV head h's scores of sequence b. Each policy must hold exactly its sequence's cells.
+    With ``mass_tolerance`` >= 0 every query row's probabilities must sum to 1 within it (an LSE of
+    the wrong base, scale or cell set is refused instead of skewing the policies; give a negative
+    value when K holds only part of what the kernel attended). Either every policy observes or
+    none does."""
+    _ext.observe_lse(policies, q, k, lse, base=base, scale=scale, mode=mode, layout=layout,
+                     seq_lens=seq_lens, indptr=indptr, indices=indices,
+                     last_page_len=last_page_len, mass_tolerance=mass_tolerance)
 
 
 

@@ -19,6 +19,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include <audiokv/audiokv.hpp>
+#include <audiokv/cpu/lse_scores.hpp>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -826,6 +828,313 @@ auto plan_array(std::vector<T> audiokv::eviction_plan::*field) {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Scores from a flash kernel's log-sum-exp (cpu/lse_scores.hpp) and plans that follow an
+// eviction chosen outside the policy (eviction_policy::plan_evicting).
+
+/// An external keep decision: the plan evicting exactly the cells where `evict_mask` is nonzero.
+nb::object plan_evicting(py_policy& self, nb::handle evict_mask, nb::handle out) {
+  constexpr const char* where = "plan_evicting";
+  std::int64_t length = 0;
+  const any_array mask = as_vector(evict_mask, "evict_mask", length);
+  if (length < 0) fail(where, "evict_mask", "a scalar", "must be a 1-d array of num_cells flags");
+  std::vector<std::uint8_t> flags(static_cast<std::size_t>(length));
+  for (std::int64_t i = 0; i < length; ++i) {
+    std::int32_t v = 0;
+    std::string shown;
+    if (read_element<std::int32_t>(mask, i, false, v, shown) != read_status::ok) {
+      fail(where, audiokv::detail::indexed("evict_mask", i),
+           nb::type_name(evict_mask.type()).c_str(), "must be a boolean or integer flag");
+    }
+    flags[static_cast<std::size_t>(i)] = v != 0 ? 1 : 0;
+  }
+  py_plan* plan = nullptr;
+  nb::object result;
+  if (out.is_none()) {
+    plan = new py_plan();
+    result = nb::cast(plan, nb::rv_policy::take_ownership);
+  } else {
+    if (!nb::try_cast(out, plan, /*convert=*/false) || plan == nullptr) {
+      fail_type(where, "out", out, "must be an audiokv.Plan or None");
+    }
+    result = nb::borrow(out);
+  }
+  busy_guard guard(*self.busy);
+  plan_use use(*plan, /*write=*/true, "out");
+  {
+    nb::gil_scoped_release release;
+    self.get().plan_evicting(flags, plan->plan);
+  }
+  return result;
+}
+
+/// One lse_scores / observe_lse call parsed from Python arguments (the arrays stay owned by
+/// their Python objects for the duration of the call).
+struct lse_call {
+  audiokv::lse_scoring s;
+  const float* k = nullptr;
+  std::int64_t k_elements = 0;
+  std::vector<std::int32_t> seq_lens, indptr, indices, last_page_len;
+};
+
+using lse_float_array = nb::ndarray<const float, nb::device::cpu>;
+
+lse_float_array lse_float_arg(nb::handle obj, const char* where, const char* name) {
+  lse_float_array a;
+  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+    fail(where, name, nb::cast<std::string>(nb::repr(nb::type_name(obj.type()))),
+         "must be a float32 CPU array (numpy.ndarray or torch.Tensor; convert with "
+         ".astype(numpy.float32) / .float())");
+  }
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    if (a.stride(d) < 0)
+      fail(where, std::string(name) + ".strides", std::to_string(a.stride(d)), "must be >= 0");
+  }
+  return a;
+}
+
+std::vector<std::int32_t> lse_int_arg(nb::handle obj, const char* where, const char* name) {
+  std::int64_t length = 0;
+  const any_array a = as_vector(obj, name, length);
+  if (length < 0) fail(where, name, "a scalar", "must be a 1-d integer array");
+  std::vector<std::int32_t> out(static_cast<std::size_t>(length));
+  for (std::int64_t i = 0; i < length; ++i) {
+    std::string shown;
+    const read_status st = read_element<std::int32_t>(a, i, false, out[i], shown);
+    if (st != read_status::ok) {
+      fail(where, audiokv::detail::indexed(name, i),
+           st == read_status::out_of_range ? shown : std::string("a non-integer"),
+           "must be an int32 integer");
+    }
+  }
+  return out;
+}
+
+/// Elements from the first to one past the last element of `a` (strides >= 0).
+std::int64_t span_elements(const lse_float_array& a) {
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    if (a.shape(d) == 0) return 0;
+    last += static_cast<std::int64_t>(a.shape(d) - 1) * a.stride(d);
+  }
+  return last + 1;
+}
+
+std::int32_t as_int32(std::size_t n, const char* where, const std::string& name) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    fail(where, name, std::to_string(n), "must be < 2^31");
+  return static_cast<std::int32_t>(n);
+}
+
+void parse_lse_call(lse_call& c, const char* where, nb::handle q_obj, nb::handle k_obj,
+                    nb::handle lse_obj, const std::string& base, double scale,
+                    const std::string& mode, const std::string& layout, nb::handle seq_lens,
+                    nb::handle indptr, nb::handle indices, nb::handle last_page_len,
+                    lse_float_array& q, lse_float_array& k, lse_float_array& lse) {
+  if (base == "natural") {
+    c.s.base = audiokv::lse_base::natural;
+  } else if (base == "two") {
+    c.s.base = audiokv::lse_base::two;
+  } else {
+    fail(where, "base", base,
+         "must be 'natural' or 'two': the base of the kernel's LSE (FlashInfer's FA2-style "
+         "decode/prefill return base two; its cutlass backend returns natural)");
+  }
+  if (mode == "mean") {
+    c.s.mode = audiokv::gqa_reduce::mean;
+  } else if (mode == "max") {
+    c.s.mode = audiokv::gqa_reduce::max;
+  } else {
+    fail(where, "mode", mode, "must be 'mean' or 'max'");
+  }
+  const bool hnd = layout == "hnd";
+  if (!hnd && layout != "nhd") fail(where, "layout", layout, "must be 'nhd' or 'hnd'");
+  c.s.scale = static_cast<float>(scale);
+
+  q = lse_float_arg(q_obj, where, "q");
+  lse = lse_float_arg(lse_obj, where, "lse");
+  k = lse_float_arg(k_obj, where, "k");
+  if (q.ndim() != 2 && q.ndim() != 3)
+    fail(where, "q.ndim", std::to_string(q.ndim()),
+         "must be 3 ([batch, num_q_heads, head_dim]) or 2 (one sequence)");
+  const bool single = q.ndim() == 2;
+  const std::int32_t batch = single ? 1 : as_int32(q.shape(0), where, "q.shape[0]");
+  const std::int32_t hq = as_int32(q.shape(single ? 0 : 1), where, "q.shape");
+  const std::int32_t dim = as_int32(q.shape(q.ndim() - 1), where, "q.shape");
+  const bool q_dense = q.stride(q.ndim() - 1) == 1 && q.stride(q.ndim() - 2) == dim &&
+                       (single || q.stride(0) == static_cast<std::int64_t>(hq) * dim);
+  if (!q_dense)
+    fail(where, "q", "strided", "must be C-contiguous ([batch, num_q_heads, head_dim])");
+  const bool lse_shape_ok = single ? lse.ndim() == 1 && lse.shape(0) == static_cast<std::size_t>(hq)
+                                   : lse.ndim() == 2 &&
+                                         lse.shape(0) == static_cast<std::size_t>(batch) &&
+                                         lse.shape(1) == static_cast<std::size_t>(hq);
+  if (!lse_shape_ok)
+    fail(where, "lse.shape", std::to_string(lse.ndim()) + "-d",
+         "must be [batch, num_q_heads] (one value per query row of q)");
+  if (lse.stride(lse.ndim() - 1) != 1 || (!single && lse.stride(0) != hq))
+    fail(where, "lse", "strided", "must be C-contiguous");
+
+  const bool paged = !indptr.is_none();
+  std::int32_t hkv = 0;
+  std::int32_t capacity = 0;
+  auto& kv = c.s.kv;
+  if (paged) {
+    if (k.ndim() != 4)
+      fail(where, "k.ndim", std::to_string(k.ndim()),
+           "must be 4 for paged K: [pages, page_size, kv_heads, dim] ('nhd') or [pages, "
+           "kv_heads, page_size, dim] ('hnd')");
+    if (indices.is_none() || last_page_len.is_none())
+      fail(where, indices.is_none() ? "indices" : "last_page_len", "None",
+           "must be given with indptr (FlashInfer's paged layout)");
+    if (!seq_lens.is_none()) fail(where, "seq_lens", "given", "must be None with indptr");
+    c.indptr = lse_int_arg(indptr, where, "indptr");
+    c.indices = lse_int_arg(indices, where, "indices");
+    c.last_page_len = lse_int_arg(last_page_len, where, "last_page_len");
+    if (static_cast<std::int64_t>(c.indptr.size()) != static_cast<std::int64_t>(batch) + 1)
+      fail(where, "indptr.size", std::to_string(c.indptr.size()), "must be batch + 1");
+    if (static_cast<std::int64_t>(c.last_page_len.size()) != batch)
+      fail(where, "last_page_len.size", std::to_string(c.last_page_len.size()), "must be batch");
+    if (c.indptr[batch] > static_cast<std::int32_t>(c.indices.size()))
+      fail(where, "indices.size", std::to_string(c.indices.size()), "must be >= indptr[batch]");
+    kv.page_size = as_int32(k.shape(hnd ? 2 : 1), where, "k.shape");
+    hkv = as_int32(k.shape(hnd ? 1 : 2), where, "k.shape");
+    kv.page_stride = k.stride(0);
+    kv.entry_stride = k.stride(hnd ? 2 : 1);
+    kv.head_stride = k.stride(hnd ? 1 : 2);
+    kv.indptr = c.indptr.data();
+    kv.indices = c.indices.data();
+    kv.last_page_len = c.last_page_len.data();
+    // Capacity: the longest sequence (the table itself is validated by the driver).
+    for (std::int32_t b = 0; b < batch; ++b) {
+      const std::int64_t np = static_cast<std::int64_t>(c.indptr[b + 1]) - c.indptr[b];
+      if (np > 0 && c.last_page_len[b] >= 1 && c.last_page_len[b] <= kv.page_size) {
+        const std::int64_t n = (np - 1) * kv.page_size + c.last_page_len[b];
+        if (n > std::numeric_limits<std::int32_t>::max())
+          fail(where, audiokv::detail::indexed("indptr", b + 1), std::to_string(n),
+               "gives more than 2^31 cells");
+        capacity = std::max(capacity, static_cast<std::int32_t>(n));
+      }
+    }
+  } else {
+    if (!indices.is_none() || !last_page_len.is_none())
+      fail(where, !indices.is_none() ? "indices" : "last_page_len", "given",
+           "must be None without indptr (contiguous K)");
+    if (k.ndim() != (single ? 3u : 4u))
+      fail(where, "k.ndim", std::to_string(k.ndim()),
+           single ? "must be 3 for one sequence: [cells, kv_heads, dim] ('nhd') or [kv_heads, "
+                    "cells, dim] ('hnd')"
+                  : "must be 4: [batch, cells, kv_heads, dim] ('nhd') or [batch, kv_heads, cells, "
+                    "dim] ('hnd')");
+    const std::size_t o = single ? 0 : 1;
+    if (!single && k.shape(0) != static_cast<std::size_t>(batch))
+      fail(where, "k.shape[0]", std::to_string(k.shape(0)), "must equal the batch of q");
+    capacity = as_int32(k.shape(o + (hnd ? 1 : 0)), where, "k.shape");
+    hkv = as_int32(k.shape(o + (hnd ? 0 : 1)), where, "k.shape");
+    kv.seq_stride = single ? 0 : k.stride(0);
+    kv.entry_stride = k.stride(o + (hnd ? 1 : 0));
+    kv.head_stride = k.stride(o + (hnd ? 0 : 1));
+    if (seq_lens.is_none()) {
+      c.seq_lens.assign(static_cast<std::size_t>(batch), capacity);
+    } else {
+      c.seq_lens = lse_int_arg(seq_lens, where, "seq_lens");
+      if (static_cast<std::int64_t>(c.seq_lens.size()) != batch)
+        fail(where, "seq_lens.size", std::to_string(c.seq_lens.size()), "must be batch");
+    }
+    kv.seq_lens = c.seq_lens.data();
+  }
+  if (k.shape(k.ndim() - 1) != static_cast<std::size_t>(dim))
+    fail(where, "k.shape[-1]", std::to_string(k.shape(k.ndim() - 1)), "must equal q's head_dim");
+  if (k.stride(k.ndim() - 1) != 1)
+    fail(where, "k.strides[-1]", std::to_string(k.stride(k.ndim() - 1)),
+         "must be 1 (rows of head_dim contiguous floats)");
+  c.s.shape = audiokv::attention_shape{hq, hkv, dim, capacity};
+  c.s.batch = batch;
+  c.s.q = q.data();
+  c.s.lse = lse.data();
+  c.k = k.data();
+  c.k_elements = span_elements(k);
+}
+
+/// A new zero-filled float32 NumPy array of `shape`.
+nb::object zeros_f32(std::initializer_list<std::size_t> shape, float** data) {
+  std::size_t n = 1;
+  for (std::size_t d : shape) n *= d;
+  float* buf = new float[n > 0 ? n : 1]();
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  *data = buf;
+  return nb::cast(nb::ndarray<nb::numpy, float>(buf, shape.size(), shape.begin(), owner),
+                  nb::rv_policy::reference);
+}
+
+nb::object lse_scores(nb::handle q_obj, nb::handle k_obj, nb::handle lse_obj,
+                      const std::string& base, double scale, const std::string& mode,
+                      const std::string& layout, nb::handle seq_lens, nb::handle indptr,
+                      nb::handle indices, nb::handle last_page_len, bool return_probs) {
+  constexpr const char* where = "lse_scores";
+  lse_call c;
+  lse_float_array q, k, lse;
+  parse_lse_call(c, where, q_obj, k_obj, lse_obj, base, scale, mode, layout, seq_lens, indptr,
+                 indices, last_page_len, q, k, lse);
+  const auto b = static_cast<std::size_t>(c.s.batch);
+  const auto cells = static_cast<std::size_t>(c.s.shape.num_cells);
+  float* scores = nullptr;
+  float* probs = nullptr;
+  nb::object scores_obj =
+      zeros_f32({b, static_cast<std::size_t>(c.s.shape.num_kv_heads), cells}, &scores);
+  nb::object probs_obj;
+  if (return_probs)
+    probs_obj = zeros_f32({b, static_cast<std::size_t>(c.s.shape.num_q_heads), cells}, &probs);
+  {
+    nb::gil_scoped_release release;
+    audiokv::cpu::lse_scores(c.s, c.k, c.k_elements, scores, probs);
+  }
+  if (return_probs) return nb::make_tuple(scores_obj, probs_obj);
+  return scores_obj;
+}
+
+void observe_lse(nb::handle policies, nb::handle q_obj, nb::handle k_obj, nb::handle lse_obj,
+                 const std::string& base, double scale, const std::string& mode,
+                 const std::string& layout, nb::handle seq_lens, nb::handle indptr,
+                 nb::handle indices, nb::handle last_page_len, double mass_tolerance) {
+  constexpr const char* where = "observe_lse";
+  lse_call c;
+  lse_float_array q, k, lse;
+  parse_lse_call(c, where, q_obj, k_obj, lse_obj, base, scale, mode, layout, seq_lens, indptr,
+                 indices, last_page_len, q, k, lse);
+  const std::size_t want =
+      static_cast<std::size_t>(c.s.batch) * static_cast<std::size_t>(c.s.shape.num_kv_heads);
+  std::vector<py_policy*> owners;
+  for (nb::handle item : nb::iter(policies)) {
+    py_policy* p = nullptr;
+    if (!nb::try_cast(item, p) || p == nullptr)
+      fail(where, audiokv::detail::indexed("policies", static_cast<long long>(owners.size())),
+           nb::cast<std::string>(nb::repr(nb::type_name(item.type()))),
+           "must be an audiokv.Policy");
+    owners.push_back(p);
+  }
+  if (owners.size() != want)
+    fail(where, "len(policies)", std::to_string(owners.size()),
+         ("must be batch * num_kv_heads = " + std::to_string(want) +
+          " (sequence-major: policies[b * num_kv_heads + h])")
+             .c_str());
+  // One guard per busy flag (the heads of an adakv group share theirs).
+  std::vector<std::unique_ptr<busy_guard>> guards;
+  std::vector<const std::atomic<bool>*> taken;
+  std::vector<audiokv::eviction_policy*> raw;
+  for (py_policy* p : owners) {
+    if (std::find(taken.begin(), taken.end(), p->busy.get()) == taken.end()) {
+      guards.push_back(std::make_unique<busy_guard>(*p->busy));
+      taken.push_back(p->busy.get());
+    }
+    raw.push_back(&p->get());
+  }
+  std::vector<float> workspace(audiokv::cpu::observe_lse_workspace_floats(c.s));
+  nb::gil_scoped_release release;
+  audiokv::cpu::observe_lse(c.s, c.k, c.k_elements, raw.data(), static_cast<float>(mass_tolerance),
+                            workspace.data(), workspace.size());
+}
+
 }  // namespace
 
 NB_MODULE(_ext, m) {
@@ -1033,4 +1342,30 @@ NB_MODULE(_ext, m) {
         "head: one head's rows only (per-head plans), or None for every head.");
   m.def("_native_observe_plan_seconds", &native_observe_plan_seconds, "policy"_a, "probs"_a.none(),
         "out"_a.none(), "iterations"_a, "plan"_a = true);
+
+  // ---- scores from a flash kernel's log-sum-exp; plans of an outside selection ----
+  {
+    nb::object policy_cls = m.attr("Policy");
+    nb::setattr(
+        policy_cls, "plan_evicting",
+        nb::cpp_function(&plan_evicting, nb::scope(policy_cls), nb::name("plan_evicting"),
+                         nb::is_method(), "evict_mask"_a.none(), "out"_a.none() = nb::none(),
+                         nb::sig("def plan_evicting(self, evict_mask: numpy.typing.ArrayLike, "
+                                 "out: Plan | None = None) -> Plan"),
+                         "The plan evicting exactly the cells where evict_mask is nonzero: an "
+                         "eviction chosen outside the policy (an engine's or a wrapper's own "
+                         "keep set). apply() it to make the policy follow the engine's memory; "
+                         "no protection applies."));
+  }
+  m.def("lse_scores", &lse_scores, "q"_a, "k"_a, "lse"_a, nb::kw_only(), "base"_a, "scale"_a,
+        "mode"_a = "mean", "layout"_a = "nhd", "seq_lens"_a = nb::none(), "indptr"_a = nb::none(),
+        "indices"_a = nb::none(), "last_page_len"_a = nb::none(), "return_probs"_a = false,
+        "Per-cell attention probabilities p = base^(scale q.k - lse) from the LSE a flash "
+        "kernel returns, GQA-reduced per KV head (see audiokv.lse_scores).");
+  m.def("observe_lse", &observe_lse, "policies"_a, "q"_a, "k"_a, "lse"_a, nb::kw_only(), "base"_a,
+        "scale"_a, "mode"_a = "mean", "layout"_a = "nhd", "seq_lens"_a = nb::none(),
+        "indptr"_a = nb::none(), "indices"_a = nb::none(), "last_page_len"_a = nb::none(),
+        "mass_tolerance"_a = 1e-3,
+        "lse_scores folded straight into policies[b * num_kv_heads + h].observe() (see "
+        "audiokv.observe_lse).");
 }

@@ -358,6 +358,20 @@ def test_plan_to(name, data):
     run_policy_call(name, plan_to, args, allowed)
 
 
+def plan_evicting(policy, **kw):
+    policy.plan_evicting(**kw)
+
+
+@SETTINGS
+@given(st.sampled_from(POLICIES), st.data())
+def test_plan_evicting(name, data):
+    RAN[0] += 1
+    valid = {"evict_mask": np.arange(CELLS) % 3 == 0, "out": audiokv.Plan()}
+    args, allowed = pick(data.draw, valid, {"evict_mask": {"evict_mask"}, "out": {"out"}})
+    args.setdefault("evict_mask", valid["evict_mask"])
+    run_policy_call(name, plan_evicting, args, allowed)
+
+
 @SETTINGS
 @given(st.sampled_from(POLICIES), junk)
 def test_apply(name, plan_arg):
@@ -482,7 +496,7 @@ def test_config_fields(field, value):
 
 
 PROPERTIES = [test_append, test_observe, test_observe_group, test_plan_out, test_plan_to,
-              test_apply, test_compact, test_make_policy, test_make_adakv_heads, test_plan_reserve,
+              test_plan_evicting, test_apply, test_compact, test_make_policy, test_make_adakv_heads, test_plan_reserve,
               test_config_fields]
 
 
