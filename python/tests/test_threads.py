@@ -81,6 +81,14 @@ def hammer(seconds):
                           timeout=120)
 
 
+def half_plan(cells, rng):
+    """An h2o policy holding `cells` cells after one observed step, and its plan to half."""
+    policy = audiokv.make_policy("h2o", budget=cells, capacity=cells, recent_size=0)
+    policy.append(np.arange(cells))
+    policy.observe(rng.random(cells).astype(np.float32) / cells)
+    return policy, policy.plan_to(cells // 2)
+
+
 def test_plan_refilled_while_compacting_never_crashes():
     result = hammer(4.0)
     assert result.returncode == 0, f"child interpreter died (status {result.returncode}): {result.stderr[-2000:]}"
@@ -95,10 +103,7 @@ def test_a_plan_in_use_refuses_a_writer_and_admits_readers():
 
     rng = np.random.default_rng(3)
     cells = 40_000
-    policy = audiokv.make_policy("h2o", budget=cells, capacity=cells, recent_size=0)
-    policy.append(np.arange(cells))
-    policy.observe(rng.random(cells).astype(np.float32) / cells)
-    plan = policy.plan_to(cells // 2)
+    policy, plan = half_plan(cells, rng)
     move_to = plan.move_to.copy()
     kv = rng.standard_normal((cells, 2048)).astype(np.float16)  # ~160 MB: long enough to overlap
     reference = kv[move_to >= 0].copy()
@@ -144,10 +149,7 @@ def test_a_buffer_cannot_be_released_under_a_running_compact():
 
     rng = np.random.default_rng(4)
     cells = 40_000
-    policy = audiokv.make_policy("h2o", budget=cells, capacity=cells, recent_size=0)
-    policy.append(np.arange(cells))
-    policy.observe(rng.random(cells).astype(np.float32) / cells)
-    plan = policy.plan_to(cells // 2)
+    policy, plan = half_plan(cells, rng)
     data = bytearray(rng.integers(0, 256, cells * 1024, dtype=np.uint8).tobytes())
     rows = np.frombuffer(bytes(data), dtype=np.uint8).reshape(cells, 1024)
     reference = rows[plan.move_to >= 0].copy()
