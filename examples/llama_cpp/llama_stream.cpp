@@ -49,7 +49,7 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 struct options {
-  std::string model, text, task = "ppl", passkey_mode = "once";
+  std::string model, text, task = "ppl", passkey_mode = "once", tag;
   std::vector<std::string> policies{"full", "audiokv"};
   std::vector<std::string> budgets{"512"};
   std::vector<int> depths{10, 30, 50, 70, 90};
@@ -86,7 +86,7 @@ void usage() {
                "usage: llama_stream --model FILE --text FILE --task ppl|passkey|generate\n"
                "  --policies full,context_shift,audiokv,... --budgets 128,256,512|20%%\n"
                "  [--max-tokens N] [--threads N] [--json] [--chunk N] [--gen N] [--segment N]\n"
-               "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N]\n"
+               "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N] [--tag STR]\n"
                "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n");
 }
 
@@ -122,6 +122,8 @@ options parse(int argc, char** argv) {
       o.seed = std::stoi(value());
     else if (a == "--passkey-mode")
       o.passkey_mode = value();
+    else if (a == "--tag")
+      o.tag = value();
     else if (a == "--json")
       o.json = true;
     else if (a == "--depths") {
@@ -681,6 +683,7 @@ int main(int argc, char** argv) {
       for (const auto& spec : budgets) {
         row head;
         head.str("task", o.task).str("policy", policy).str("budget_spec", spec);
+        if (!o.tag.empty()) head.str("tag", o.tag);
         int budget = 0;
         row result;
         std::string error;

@@ -11,6 +11,8 @@
 # then fixed (SSE4.2, AVX, AVX2, FMA, F16C, BMI2, i.e. x86-64-v3) instead of -march=native, so
 # every x86-64-v3 machine runs the same kernels and the benchmarks' logits do not change with
 # the host's extensions (AVX-512 machines would otherwise pick other matmul paths).
+# Also installs the PyPI package gguf==0.19.0 (the gguf-py of that llama.cpp commit) when missing:
+# tests/engines write their tiny random-weight GGUF models with it.
 # Cached: a second run with the same sdist and options returns at once (a stamp file records
 # them). Idempotent; safe to `source` (it does not change the caller's shell options) or to run.
 # Environment: AUDIOKV_LLAMA_JOBS (build jobs, default 2), AUDIOKV_LLAMA_PYTHON (pip's python).
@@ -34,6 +36,11 @@ audiokv_llama_cpp_deps() {
     -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON
     -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF
   )
+  if ! "$py" -c 'import importlib.metadata as m, sys; sys.exit(m.version("gguf") != "0.19.0")' \
+      >/dev/null 2>&1; then
+    echo "[deps/llama_cpp] pip install gguf==0.19.0"
+    "$py" -m pip install --quiet --disable-pip-version-check gguf==0.19.0 || return 1
+  fi
   local stamp="$dir/install/.audiokv-stamp"
   local want="$sha ${options[*]}"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
