@@ -60,10 +60,10 @@ struct options {
   int segment = 512;
   int seed = 0;
   bool json = false;
-  // Adapter configuration.
-  std::vector<std::int32_t> layers;
-  audiokv::score_reduce head_reduce = audiokv::score_reduce::mean;
-  audiokv::score_reduce layer_reduce = audiokv::score_reduce::mean;
+  // Adapter configuration: the adapter's defaults unless given.
+  std::vector<std::int32_t> layers = audiokv::llama_cpp_config{}.layers;
+  audiokv::score_reduce head_reduce = audiokv::llama_cpp_config{}.head_reduce;
+  audiokv::score_reduce layer_reduce = audiokv::llama_cpp_config{}.layer_reduce;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
