@@ -17,9 +17,10 @@
 
 namespace {
 
-std::string model_path(const char* var) {
-  const char* p = std::getenv(var);
-  return p != nullptr ? p : "";
+// tests/engines/CMakeLists.txt writes tiny-<arch>.gguf into AUDIOKV_TINY_GGUF_DIR.
+std::string model_path(const char* arch) {
+  const char* d = std::getenv("AUDIOKV_TINY_GGUF_DIR");
+  return d != nullptr ? std::string(d) + "/tiny-" + arch + ".gguf" : "";
 }
 
 void quiet(ggml_log_level level, const char* text, void*) {
@@ -31,7 +32,7 @@ class LlamaCpp : public ::testing::Test {
   static void SetUpTestSuite() {
     llama_log_set(quiet, nullptr);
     llama_backend_init();
-    const std::string path = model_path("AUDIOKV_TINY_GGUF");
+    const std::string path = model_path("qwen2");
     if (path.empty()) return;
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
@@ -42,7 +43,7 @@ class LlamaCpp : public ::testing::Test {
     model_ = nullptr;
   }
   void SetUp() override {
-    ASSERT_NE(model_, nullptr) << "AUDIOKV_TINY_GGUF does not name a loadable GGUF";
+    ASSERT_NE(model_, nullptr) << "no loadable tiny-qwen2.gguf in AUDIOKV_TINY_GGUF_DIR";
   }
 
   static llama_context_params params(int n_ctx) {
@@ -467,10 +468,10 @@ TEST_F(LlamaCpp, CompressOnce) {
 
 TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {
   llama_log_set(quiet, nullptr);
-  for (const char* var : {"AUDIOKV_TINY_MAMBA_GGUF", "AUDIOKV_TINY_GEMMA2_GGUF"}) {
-    SCOPED_TRACE(var);
-    const std::string path = model_path(var);
-    ASSERT_FALSE(path.empty()) << var << " is not set";
+  for (const char* arch : {"mamba", "gemma2"}) {
+    SCOPED_TRACE(arch);
+    const std::string path = model_path(arch);
+    ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
     llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     llama_model* m = llama_model_load_from_file(path.c_str(), mp);
@@ -486,8 +487,7 @@ TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {
       what = e.what();
     }
     EXPECT_EQ(arg, "model");
-    EXPECT_NE(what.find(std::string(var).find("MAMBA") != std::string::npos ? "recurrent"
-                                                                            : "sliding-window"),
+    EXPECT_NE(what.find(std::string(arch) == "mamba" ? "recurrent" : "sliding-window"),
               std::string::npos)
         << what;
     llama_model_free(m);
