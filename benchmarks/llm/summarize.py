@@ -27,6 +27,15 @@ def fmt(v, digits=2):
     return f"{v:.{digits}f}"
 
 
+def policies_in(rows, skip=()):
+    """The policies of `rows` in first-seen order, without those in `skip`."""
+    seen = []
+    for r in rows:
+        if r["policy"] not in skip and r["policy"] not in seen:
+            seen.append(r["policy"])
+    return seen
+
+
 def ppl_tables(rows, out):
     ok = [r for r in rows if r.get("status") == "ok"]
     full = [r for r in ok if r["policy"] == "full"]
@@ -37,10 +46,7 @@ def ppl_tables(rows, out):
     out.append(f"Full cache: perplexity {f['ppl']:.3f} over {f['scored']} scored tokens "
                f"({f['tokens']} tokens of {f['text']}, chunks of {f['chunk']}).\n")
     budgets = sorted({r["budget"] for r in ok if r["policy"] != "full"})
-    policies = []
-    for r in ok:
-        if r["policy"] != "full" and r["policy"] not in policies:
-            policies.append(r["policy"])
+    policies = policies_in(ok, skip=("full",))
     out.append("| policy | " + " | ".join(f"{b} cells" for b in budgets) + " |")
     out.append("|---|" + "---|" * len(budgets))
     for p in policies:
@@ -78,6 +84,8 @@ def plot_segments(rows, path):
     if len(budgets) == 1:
         axes = [axes]
     seg = full[0]["segment"]
+    names = policies_in(ok, skip=("full",))
+    colors = {n: f"C{i % 10}" for i, n in enumerate(names)}
     for ax, b in zip(axes, budgets):
         xs = [seg * (i + 1) for i in range(len(full[0]["segment_nll"]))]
         ax.plot(xs, [math.exp(v) if v is not None else float("nan")
@@ -86,13 +94,15 @@ def plot_segments(rows, path):
             if r["budget"] != b or r["policy"] == "full":
                 continue
             ax.plot(xs, [math.exp(v) if v is not None else float("nan") for v in r["segment_nll"]],
-                    marker=".", label=r["policy"])
+                    marker=".", color=colors[r["policy"]], label=r["policy"])
         ax.axvline(b, color="grey", ls=":", lw=1)
         ax.set_title(f"{b} cells")
         ax.set_xlabel("tokens into the stream")
         ax.set_yscale("log")
     axes[0].set_ylabel(f"perplexity per {seg}-token segment")
-    axes[-1].legend(fontsize=7)
+    handles = [plt.Line2D([], [], color="k", lw=2, label="full")] + [
+        plt.Line2D([], [], color=colors[n], marker=".", label=n) for n in names]
+    axes[0].legend(handles=handles, fontsize=7)
     fig.suptitle("Streaming perplexity in llama.cpp, Qwen2.5-Coder 0.5B Q4_K_M")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -105,12 +115,10 @@ def passkey_table(rows, out, title):
         out.append(f"({title}: not run)\n")
         return
     depths = sorted({r["depth"] for r in rows})
-    policies = []
-    for r in rows:
-        if r["policy"] not in policies:
-            policies.append(r["policy"])
-    out.append(f"**{title}** (prompt {rows[0]['tokens']} tokens, budget "
-               f"{rows[0]['budget_spec'] if rows[0]['policy'] != 'full' else '20%'})\n")
+    policies = policies_in(rows)
+    held = [r["budget"] for r in ok if r["policy"] != "full"]
+    out.append(f"**{title}** (prompt {rows[0]['tokens']} tokens; budget 20% = "
+               f"{held[0] if held else '?'} cells)\n")
     out.append("| policy | " + " | ".join(f"depth {d}%" for d in depths) + " | found |")
     out.append("|---|" + "---|" * (len(depths) + 1))
     for p in policies:
