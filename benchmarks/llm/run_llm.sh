@@ -8,10 +8,10 @@
 #   dev             adapter scoring variants on the dev text (Exodus), audiokv at 128 cells
 #   ppl_ref         test text (Genesis), first 1024 tokens: full and context_shift (no adapter)
 #   ppl             the same stream: the adapter policies at 128/256/512 cells
-#   passkey_once    2048-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
+#   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
 #   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
-#   cost            tokens/s and the adapter's cost split at 4k context; a 16k-token stream at
-#                   1024 cells with n_ctx = budget + margin
+#   cost            tokens/s and the adapter's cost split at a 2k context, full and audiokv
+#   stream16k       a 16k-token stream through 256 cells with n_ctx = budget + margin
 # The sizes are what a shared 2-vCPU machine finishes in about two hours (see docs/llama_cpp.md).
 # Environment: LLAMA_STREAM (binary, default build/cpu/examples/llama_cpp/llama_stream).
 set -euo pipefail
@@ -55,20 +55,22 @@ for suite in "$@"; do
         --budgets 256 --max-tokens 1024 --segment 128 >/dev/null
       finish ppl ;;
     passkey_once)
-      run passkey_once --task passkey --passkey-mode once --max-tokens 2048 \
+      run passkey_once --task passkey --passkey-mode once --max-tokens 1024 \
         --depths 10,50,90 --policies full,audiokv,snapkv,h2o --budgets 20% >/dev/null
       finish passkey_once ;;
     passkey_stream)
-      run passkey_stream --task passkey --passkey-mode stream --max-tokens 2048 \
+      run passkey_stream --task passkey --passkey-mode stream --max-tokens 1024 \
         --depths 10,50,90 --policies audiokv,context_shift,streaming_llm,h2o \
         --budgets 20% >/dev/null
       finish passkey_stream ;;
     cost)
-      run cost --text "$test_text" --task generate --policies full,audiokv --budgets 4096 \
-        --max-tokens 4096 --chunk 512 --gen 16 >/dev/null
-      run cost --text "$test_text" --task generate --policies audiokv --budgets 1024 \
-        --max-tokens 16384 --chunk 512 --gen 8 >/dev/null
+      run cost --text "$test_text" --task generate --policies full,audiokv --budgets 2048 \
+        --max-tokens 2048 --chunk 512 --gen 16 >/dev/null
       finish cost ;;
+    stream16k)
+      run stream16k --text "$test_text" --task generate --policies audiokv --budgets 256 \
+        --max-tokens 16384 --chunk 512 --gen 4 >/dev/null
+      finish stream16k ;;
     *) echo "unknown suite $suite" >&2; exit 2 ;;
   esac
 done

@@ -625,7 +625,7 @@ row run_generate(llama_model* model, const options& o, const std::vector<llama_t
         .num("seq_rm_frac", t.seq_rm / d)
         .num("overhead_frac", (t.observe + t.plan + t.seq_rm) / d);
   }
-  r.str("text", detokenize(vocab, out));
+  r.str("output", detokenize(vocab, out));
   return r;
 }
 
