@@ -151,7 +151,7 @@ def cost_table(rows, out):
         out.append(
             f"| {name} | {r['prompt_tokens']} | {r['n_ctx']} | {r['kv_bytes'] / 2**20:.1f} | "
             f"{fmt(r['tokens_per_s'])} | {fmt(r['step_decode_s'], 4)} | "
-            + " | ".join(f"{100 * r[k]:.2f}%" if k in r else "–"
+            + " | ".join(f"{100 * r[k]:.3f}%" if k in r else "–"
                          for k in ("capture_frac", "observe_frac", "plan_frac", "seq_rm_frac",
                                    "overhead_frac"))
             + " |")
@@ -188,7 +188,8 @@ def main():
     passkey_table(load(os.path.join(d, "llm_passkey_stream.jsonl")), out,
                   "chunked prefill of 64, eviction between chunks, question unseen")
     out.append("## Cost\n")
-    cost_table(load(os.path.join(d, "llm_cost.jsonl")), out)
+    cost_table(load(os.path.join(d, "llm_cost.jsonl")) + load(os.path.join(d, "llm_stream16k.jsonl")),
+               out)
     with open(os.path.join(d, "llm_summary.md"), "w") as f:
         f.write("\n".join(out) + "\n")
     print("\n".join(out))
