@@ -206,6 +206,7 @@ def plot(rows, protocols, ratios, path):
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_yscale("symlog", linthresh=2)
+        ax.minorticks_off()
         ax.set_xticks(ratios)
         ax.set_xticklabels([f"{x:g}" for x in ratios])
         ax.set_xlabel("retention (fraction of audio frames kept per head)")
