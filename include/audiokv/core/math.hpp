@@ -59,6 +59,22 @@ AUDIOKV_HOST_DEVICE float sqrt_of(float x) {
   return std::sqrt(x);
 #endif
 }
+/// e^x in double: exp on the device, std::exp on the host.
+AUDIOKV_HOST_DEVICE double exp_f64(double x) {
+#if defined(AUDIOKV_DEVICE_PASS)
+  return ::exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+/// ln x in double: log on the device, std::log on the host.
+AUDIOKV_HOST_DEVICE double log_f64(double x) {
+#if defined(AUDIOKV_DEVICE_PASS)
+  return ::log(x);
+#else
+  return std::log(x);
+#endif
+}
 /// True unless x is NaN or infinite.
 AUDIOKV_HOST_DEVICE bool is_finite(float x) {
 #if defined(AUDIOKV_DEVICE_PASS)

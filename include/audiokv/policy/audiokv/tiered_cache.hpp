@@ -455,6 +455,7 @@ class tiered_cache final : public eviction_policy {
     w.f32(c.speech.coverage.share);
     w.f32(c.speech.coverage.silence_weight);
     w.f32(c.speech.coverage.centre_band);
+    w.i32(c.speech.coverage.segment_cells);
     w.u8(c.speech.frontier.enabled ? 1 : 0);
     w.u8(c.speech.frontier.estimate ? 1 : 0);
     w.i32(c.speech.frontier.filter);
