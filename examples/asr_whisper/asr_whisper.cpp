@@ -21,10 +21,12 @@
 #include "src/clip_manifest.hpp"
 #include "src/kv_eviction_hook.hpp"
 #include "src/model_locator.hpp"
+#include "src/oracle_future_hook.hpp"
 #include "src/wer.hpp"
 #include "src/whisper_model.hpp"
 #include "src/whisper_transcriber.hpp"
 
+#include <audiokv/error.hpp>
 #include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/registry.hpp>
 
@@ -75,6 +77,7 @@ struct options {
   double past_decay_ms = -1;          ///< audiokv speech.frontier.past_decay_ms
   double past_decay_floor = -1;       ///< audiokv speech.frontier.past_decay_floor
   double centre_band = -1;            ///< audiokv speech.coverage.centre_band
+  int segment_cells = -1;             ///< audiokv speech.coverage.segment_cells
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
@@ -122,7 +125,9 @@ void usage(std::ostream& os) {
         "  --policy NAME   full (default, keep every frame) or any audiokv::make_policy name\n"
         "                  (audiokv, fifo, lru, streaming_llm, h2o, snapkv, pyramidkv, tova,\n"
         "                  knorm, observed_attention, adakv, uniform_stride, random): one per\n"
-        "                  decoder layer and head, budget round(R * cached frames)\n"
+        "                  decoder layer and head, budget round(R * cached frames);\n"
+        "                  oracle_future: a ceiling, not a policy (keeps the cells the clip's\n"
+        "                  full-cache run attends most from then on)\n"
         "  --keep-ratio R  retention in (0, 1] (default 1.0)\n"
         "  --rank-block N  audiokv: cells per within-block rank (0 = off)\n"
         "  --voice-weight W  audiokv: final = s * (1 + W * voice)\n"
@@ -149,13 +154,13 @@ void usage(std::ostream& os) {
         "                  The streaming protocol always plans per head\n"
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
         "  --silence-weight W, --lookback-ms MS, --past-density D, --past-decay-ms MS,\n"
-        "  --past-decay-floor K, --centre-band B,\n"
+        "  --past-decay-floor K, --centre-band B, --segment-cells M,\n"
         "  --frontier-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
         "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
         "                  one-shot compression after --observe-steps; streaming: frames revealed\n"
         "                  --chunk-frames at a time (25), a token emitted once the alignment\n"
-        "                  heads' peak is more than --align-frames (25) behind the newest frame;\n"
+        "                  heads' peak is more than --align-frames (50) behind the newest frame;\n"
         "                  every policy holds at most its budget at every moment\n"
         "  --lookback-stop N  streaming: also wait for audio while the peak is more than N frames\n"
         "                  behind the furthest peak of an emitted token (default 25;\n"
@@ -166,6 +171,12 @@ void usage(std::ostream& os) {
         "  --repeat-stop 0|1  streaming: wait for audio instead of emitting a token that ends\n"
         "                  the output in two equal spans while the peak has not moved past\n"
         "                  the first span's (default 1)\n"
+        "  --repeat-advance N  streaming: a repeated span counts as progress only when the peak\n"
+        "                  lies more than N frames past the first span's (default 0)\n"
+        "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
+        "                  would hold back ends the output (default 1)\n"
+        "  --voice-gate 0|1  streaming: emit no token before --align-frames frames past the\n"
+        "                  first voiced frame (energy VAD) are revealed (default 1)\n"
         "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
         "                  estimates the frontier from each head's own attention)\n"
         "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
@@ -303,6 +314,7 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (o.past_density >= 0) speech.frontier.past_density = static_cast<float>(o.past_density);
   if (o.past_decay_ms >= 0) speech.frontier.past_decay_ms = static_cast<float>(o.past_decay_ms);
   if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
+  if (o.segment_cells >= 0) speech.coverage.segment_cells = o.segment_cells;
   if (o.past_decay_floor >= 0)
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
@@ -433,6 +445,8 @@ int run(int argc, char** argv) {
       o.past_decay_ms = std::stod(next());
     else if (a == "--past-decay-floor")
       o.past_decay_floor = std::stod(next());
+    else if (a == "--segment-cells")
+      o.segment_cells = parse_int(next(), "--segment-cells");
     else if (a == "--centre-band")
       o.centre_band = std::stod(next());
     else if (a == "--frontier-density")
@@ -467,6 +481,12 @@ int run(int argc, char** argv) {
       o.stream.lookback_stop_frames = parse_int(next(), "--lookback-stop");
     else if (a == "--repeat-stop")
       o.stream.repeat_stop = parse_int(next(), "--repeat-stop") != 0;
+    else if (a == "--repeat-advance")
+      o.stream.repeat_advance = parse_int(next(), "--repeat-advance");
+    else if (a == "--end-stop")
+      o.stream.end_stop = parse_int(next(), "--end-stop") != 0;
+    else if (a == "--voice-gate")
+      o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")
       o.stream.window_sinks = parse_int(next(), "--window-sinks");
     else if (a == "--window")
@@ -549,31 +569,60 @@ int run(int argc, char** argv) {
               << " layers, d_model " << model.w.d_model << ", " << model.w.dec_heads
               << " heads, vocab " << model.w.n_vocab << ", loaded in " << fmt(load_s, 2) << " s)\n";
   }
-  const whisper_transcriber tr(model);
+  // $AUDIOKV_ENCODER_CACHE: a directory where each clip's cross K/V is kept between runs
+  // (the same floats: results are bit-identical; encoder_cpu_s then times the read).
+  const char* cache_dir = std::getenv("AUDIOKV_ENCODER_CACHE");
+  const whisper_transcriber tr(model, encoder_cache(cache_dir != nullptr ? cache_dir : ""));
   // Every (policy, ratio) run of the sweep, each with its own hook; 'full' runs once.
   struct run_config {
     std::string policy;
     double ratio;
     std::unique_ptr<kv_eviction_hook> hook;
+    bool hidden = false;  ///< the full-cache run oracle_future needs, not asked for: no output
   };
   std::vector<run_config> runs;
-  const std::vector<std::string> policies =
+  std::vector<std::string> policies =
       o.policies.empty() ? std::vector<std::string>{o.policy} : o.policies;
   const std::vector<double> ratios =
       o.ratios.empty() ? std::vector<double>{o.keep_ratio} : o.ratios;
+  // oracle_future reads the attention of the same clip's full-cache run, which runs first.
+  const bool oracle =
+      std::find(policies.begin(), policies.end(), "oracle_future") != policies.end();
+  const bool full_asked = std::find(policies.begin(), policies.end(), "full") != policies.end();
+  const auto record = std::make_shared<attention_record>();
+  if (oracle) {
+    policies.erase(std::remove(policies.begin(), policies.end(), "full"), policies.end());
+    policies.insert(policies.begin(), "full");
+  }
   for (const std::string& policy : policies) {
     for (const double ratio : ratios) {
       options run_options = o;
       run_options.policy = policy;
       run_options.keep_ratio = policy == "full" ? 1.0 : ratio;
-      runs.push_back({policy, run_options.keep_ratio, make_hook(run_options, model)});
+      std::unique_ptr<kv_eviction_hook> hook;
+      if (oracle && policy == "full") {
+        hook = std::make_unique<recording_hook>(record);
+      } else if (policy == "oracle_future") {
+        const int observe_steps =
+            o.observe_steps > 0 ? o.observe_steps : static_cast<int>(model.prompt().size()) + 4;
+        hook = std::make_unique<oracle_future_hook>(
+            record,
+            [run_options](const clip_context& clip) {
+              return policy_options_for(run_options, clip, 0, 1).budget;
+            },
+            observe_steps, o.streaming);
+      } else {
+        hook = make_hook(run_options, model);
+      }
+      runs.push_back({policy, run_options.keep_ratio, std::move(hook),
+                      policy == "full" && !full_asked && oracle});
       if (policy == "full") break;
     }
   }
 
   long total_edits = 0, total_ref = 0;
   double total_audio = 0.0, total_proc = 0.0, total_enc = 0.0;
-  int n_done = 0;
+  int n_done = 0, n_failed = 0;
   for (const clip_spec& spec : specs) {
     pcm_audio audio;
     if (!preloaded.samples.empty()) {
@@ -599,10 +648,39 @@ int run(int argc, char** argv) {
     for (run_config& run : runs) {
       // The full cache stays the dense float reference; memory features apply to the others.
       const bool stored = run.policy != "full" && o.store.enabled();
-      const decode_result r =
-          tr.transcribe(clip, *run.hook, o.frames, stored ? o.store : kv_store_options{}, run.ratio,
-                        o.streaming ? &o.stream : nullptr);
       const std::string run_name = stored ? run.policy + store_suffix(o.store) : run.policy;
+      // The keys every JSON row starts with, result or error row.
+      auto row_head = [&](std::ostream& js) {
+        js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
+           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run_name)
+           << "\",\"keep_ratio\":" << run.ratio << ",\"protocol\":\""
+           << (o.streaming ? "streaming" : "offline") << "\",\"frame_mode\":\""
+           << (o.frames == frame_mode::all ? "all" : "speech")
+           << "\",\"window_sinks\":" << (o.streaming ? o.stream.window_sinks : 0)
+           << ",\"duration_s\":" << fmt(clip.duration_s);
+      };
+      decode_result r;
+      try {
+        r = tr.transcribe(clip, *run.hook, o.frames, stored ? o.store : kv_store_options{},
+                          run.ratio, o.streaming ? &o.stream : nullptr);
+      } catch (const audiokv::error& e) {
+        // The library rejected this (clip, policy, retention), e.g. a budget too small for
+        // its protected cells: one error row, and the sweep goes on with the other runs.
+        ++n_failed;
+        if (o.json) {
+          std::ostringstream js;
+          row_head(js);
+          js << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"reference\":\""
+             << json_escape(spec.reference) << "\",\"error\":{\"argument\":\""
+             << json_escape(e.argument()) << "\",\"message\":\"" << json_escape(e.what()) << "\"}}";
+          std::cout << js.str() << std::endl;
+        } else {
+          std::cout << "[" << spec.id << "] " << fmt(clip.duration_s, 2) << " s, policy "
+                    << run_name << " at " << run.ratio << ": error: " << e.what() << "\n";
+        }
+        continue;
+      }
+      if (run.hidden) continue;
       const std::string text = tr.text(r.tokens);
       const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
       const double rtf = proc / std::max(clip.duration_s, 1e-9);
@@ -621,15 +699,9 @@ int run(int argc, char** argv) {
       const int n_frames = o.frames == frame_mode::all ? model.w.n_audio_ctx : clip.n_speech_frames;
       if (o.json) {
         std::ostringstream js;
-        js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
-           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run_name)
-           << "\",\"keep_ratio\":" << run.ratio << ",\"protocol\":\""
-           << (o.streaming ? "streaming" : "offline") << "\",\"frame_mode\":\""
-           << (o.frames == frame_mode::all ? "all" : "speech")
-           << "\",\"window_sinks\":" << (o.streaming ? o.stream.window_sinks : 0)
-           << ",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
-           << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
-           << ",\"tokens\":[";
+        row_head(js);
+        js << ",\"n_frames\":" << n_frames << ",\"n_speech_frames\":" << clip.n_speech_frames
+           << ",\"n_voice_frames\":" << n_voice << ",\"tokens\":[";
         for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];
         js << "],\"n_tokens\":" << r.tokens.size()
            << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
@@ -649,7 +721,11 @@ int run(int argc, char** argv) {
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)
-           << ",\"rtf\":" << fmt(rtf) << "}";
+           << ",\"rtf\":" << fmt(rtf) << ",\"mel_cpu_s\":" << fmt(clip.mel_cpu_seconds)
+           << ",\"encoder_cpu_s\":" << fmt(clip.encoder_cpu_seconds)
+           << ",\"encoder_cached\":" << (clip.encoder_cached ? "true" : "false")
+           << ",\"decoder_cpu_s\":" << fmt(r.cpu_seconds)
+           << ",\"decode_cpu_rtf\":" << fmt(r.cpu_seconds / std::max(clip.duration_s, 1e-9)) << "}";
         std::cout << js.str() << std::endl;
       } else {
         std::cout << "[" << spec.id << "] " << fmt(clip.duration_s, 2) << " s"
@@ -687,13 +763,16 @@ int run(int argc, char** argv) {
   }
   std::ostream& sum = o.json ? std::cerr : std::cout;
   sum << "summary: " << n_done << " clip run(s), " << fmt(total_audio, 1) << " s audio";
+  if (n_failed > 0) sum << ", " << n_failed << " run(s) rejected by the library (error rows)";
   if (total_ref > 0) {
     sum << ", WER "
         << fmt(100.0 * static_cast<double>(total_edits) / static_cast<double>(total_ref), 2)
         << "% (" << total_edits << "/" << total_ref << ")";
   }
-  sum << ", " << fmt(total_proc / n_done, 3) << " s/clip (encoder " << fmt(total_enc / n_done, 3)
-      << " s/clip), RTF " << fmt(total_proc / std::max(total_audio, 1e-9), 3) << "\n";
+  const double runs_done = std::max(n_done, 1);
+  sum << ", " << fmt(total_proc / runs_done, 3) << " s/clip (encoder "
+      << fmt(total_enc / runs_done, 3) << " s/clip), RTF "
+      << fmt(total_proc / std::max(total_audio, 1e-9), 3) << "\n";
   return 0;
 }
 

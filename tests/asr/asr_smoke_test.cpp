@@ -391,6 +391,18 @@ int main() {
                 st.peak_cells == heads * (clip.n_speech_frames + so.window_sinks),
             "streaming full cache with window sinks: EOT, WER " + std::to_string(ws.rate()) +
                 ", peak cells " + std::to_string(st.peak_cells));
+      // Leading silence (3 s of digital zero before the prompt, as Asterisk prompts and
+      // telephone calls start): without the voice gate the decoder writes "you." on the silence
+      // and ends before the speech is revealed; the gate waits for speech.
+      pcm_audio late = wav_reader::read(wav_path);
+      late.samples.insert(late.samples.begin(), static_cast<size_t>(3 * late.sample_rate), 0.0f);
+      const prepared_clip late_clip = tr.prepare(late);
+      const decode_result ls = tr.transcribe(late_clip, keep, frame_mode::all, {}, 1.0, &so);
+      const word_error_rate wl = word_error_rate::compute(
+          "Please enter your password followed by the pound key.", tr.text(ls.tokens));
+      check(ls.reached_eot && wl.rate() <= 0.25,
+            "streaming full cache after 3 s of leading silence: WER " + std::to_string(wl.rate()) +
+                " (" + tr.text(ls.tokens) + ")");
       cross_kv_cache overlap;
       overlap.load(clip.enc.cross_k, clip.enc.cross_v, model.n_dec_heads(), model.w.n_audio_ctx - 8,
                    25);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The core/ functions the kernels are built from, executed in kernels and compared with the same
 // functions on the host, whose values the CPU tests prove against references: median of 5,
-// importance EMA, Holt trend steps, entropy, eviction ratio and count, tie rule,
+// importance EMA, Holt trend steps, entropy, the segment floor, eviction ratio and count, tie rule,
 // ordered score bits and 64-bit selection keys, compaction targets, int8 scale,
 // quantise and dequantise, GQA reduction, online softmax, the shared-row
 // bias and the row copy (every width, threads assigned to rows as the kernels do). Integer and
@@ -19,6 +19,7 @@
 #include <audiokv/core/online_softmax.hpp>
 #include <audiokv/core/quantize.hpp>
 #include <audiokv/core/row_copy.hpp>
+#include <audiokv/core/segment_floor.hpp>
 #include <audiokv/core/selection.hpp>
 #include <audiokv/core/selection_key.hpp>
 #include <audiokv/core/shared_rows.hpp>
@@ -73,6 +74,16 @@ void expect_close(float device, float host, float rel, const char* what, int i) 
 __global__ void median5_kernel(const float* x, int n, float* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = core::median_at<5>(x, n, i);
+}
+
+/// One thread per row of n cells: the segment floor's marks (tier 2) of that row.
+__global__ void segment_floor_kernel(const std::int32_t* pos, const float* voice,
+                                     const float* score, int rows, int n,
+                                     core::segment_floor_params p, std::uint8_t* tier) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const std::int64_t at = static_cast<std::int64_t>(r) * n;
+  core::mark_segment_floor(pos + at, voice + at, score + at, n, p, tier + at, 2);
 }
 
 __global__ void importance_kernel(const float* previous, const float* attention, int n, float alpha,
@@ -453,6 +464,44 @@ TEST(CudaCore, RowCopyIsByteExactForEveryWidth) {
       ASSERT_EQ(out[i], copied ? host[i] : 0xEE) << bytes << " bytes, byte " << i;
     }
   }
+}
+
+// The segment floor marks the same cells on the device as on the host (weights that are exact
+// in double: voice 0 or 1 with silence weight 0.5, no decay; rows 0 mod 4 keep a sink).
+TEST(CudaCore, SegmentFloorMatchesHost) {
+  REQUIRE_DEVICE();
+  const int rows = 64, n = 500;
+  std::vector<std::int32_t> pos(static_cast<size_t>(rows) * n);
+  std::vector<float> voice(pos.size());
+  std::vector<std::uint8_t> tier(pos.size(), 0);
+  std::mt19937 gen(11);
+  for (int r = 0; r < rows; ++r) {
+    std::int32_t p = 0;
+    for (int j = 0; j < n; ++j) {
+      p += 1 + static_cast<std::int32_t>(gen() % 4);
+      pos[static_cast<size_t>(r) * n + j] = p;
+      voice[static_cast<size_t>(r) * n + j] = static_cast<float>(gen() % 2);
+    }
+    if (r % 4 == 0) tier[static_cast<size_t>(r) * n + 7] = 3;
+  }
+  const std::vector<float> score = uniform(pos.size(), 12, 0.0f, 1.0f);
+  core::segment_floor_params params;
+  params.floor = 37;
+  params.segment_cells = 2;
+  params.silence_weight = 0.5;
+  params.scored_until = 900;
+  std::vector<std::uint8_t> host = tier;
+  for (int r = 0; r < rows; ++r) {
+    const size_t at = static_cast<size_t>(r) * n;
+    core::mark_segment_floor(pos.data() + at, voice.data() + at, score.data() + at, n, params,
+                             host.data() + at, 2);
+  }
+  dbuf<std::int32_t> d_pos(pos);
+  dbuf<float> d_voice(voice), d_score(score);
+  dbuf<std::uint8_t> d_tier(tier);
+  segment_floor_kernel<<<1, rows>>>(d_pos.p, d_voice.p, d_score.p, rows, n, params, d_tier.p);
+  ASSERT_TRUE(launched());
+  EXPECT_EQ(d_tier.down(), host);
 }
 
 }  // namespace

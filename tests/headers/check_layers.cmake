@@ -13,6 +13,7 @@
 #   4 pool     pool/        memory: slot tables, K/V stores, batches of caches
 #   5 execute  cpu/ cuda/   carry plans out on host or device memory
 #   6 top      registry.hpp and the umbrellas audiokv.hpp eigen.hpp cuda.cuh
+#   7 engines  engines/     adapters into inference engines (need the engine's headers)
 # Each entry is "<path prefix relative to include/audiokv>=<layer>"; the longest matching prefix
 # wins, so a folder entry ends with "/" and a file entry names the whole file.
 set(_layer_table
@@ -22,7 +23,8 @@ set(_layer_table
   "policy/=3"
   "pool/=4"
   "cpu/=5" "cuda/=5"
-  "registry.hpp=6" "audiokv.hpp=6" "eigen.hpp=6" "cuda.cuh=6")
+  "registry.hpp=6" "audiokv.hpp=6" "eigen.hpp=6" "cuda.cuh=6"
+  "engines/=7")
 
 # The namespace of each folder, "<path prefix>=<namespace>" (longest prefix wins; a header outside
 # every folder is in audiokv). A header opens only its namespace and the namespaces nested in it
@@ -35,7 +37,7 @@ set(_namespace_table
   "types/=audiokv::types"
   "policy/=audiokv::policy" "policy/scores/=audiokv::policy::scores"
   "pool/=audiokv::pool"
-  "cpu/=audiokv::cpu" "cuda/=audiokv::cuda")
+  "cpu/=audiokv::cpu" "cuda/=audiokv::cuda" "engines/=audiokv::engines")
 
 if(NOT AUDIOKV_INCLUDE_DIR OR NOT IS_DIRECTORY "${AUDIOKV_INCLUDE_DIR}")
   message(FATAL_ERROR "check_layers: set AUDIOKV_INCLUDE_DIR to include/audiokv")

@@ -414,6 +414,7 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       [](audiokv_config& c) { c.speech.coverage.share = 0.9f; },
       [](audiokv_config& c) { c.speech.coverage.silence_weight = 0.3f; },
       [](audiokv_config& c) { c.speech.coverage.centre_band = 0.5f; },
+      [](audiokv_config& c) { c.speech.coverage.segment_cells = 1; },
       [](audiokv_config& c) { c.speech.frontier.enabled = false; },
       [](audiokv_config& c) { c.speech.frontier.estimate = false; },
       [](audiokv_config& c) { c.speech.frontier.filter = 7; },

@@ -510,6 +510,11 @@ TEST(SpeechRules, ConfigValidationNamesTheField) {
     c.speech.frontier.past_decay_ms = 2000.0f;
     expect_rejected(c, "config.speech.frontier.past_decay_floor");
   }
+  for (const int bad : {-1, 9}) {
+    audiokv_config c = config;
+    c.speech.coverage.segment_cells = bad;
+    expect_rejected(c, "config.speech.coverage.segment_cells");
+  }
   for (const float bad : {0.0f, -0.5f, 1.5f, std::nanf("")}) {
     audiokv_config c = config;
     c.speech.coverage.centre_band = bad;

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "cpu_clock.hpp"
 #include "cross_kv_cache.hpp"
+#include "encoder_cache.hpp"
 #include "energy_vad.hpp"
 #include "kv_eviction_hook.hpp"
 #include "log_mel.hpp"
@@ -31,6 +33,9 @@ struct prepared_clip {
   std::vector<uint8_t> is_voice;  ///< [n_audio_ctx]; 0 for padding frames
   double mel_seconds = 0.0;
   double encoder_seconds = 0.0;
+  double mel_cpu_seconds = 0.0;      ///< process CPU time of the log-mel
+  double encoder_cpu_seconds = 0.0;  ///< process CPU time of the encoder (or the cache read)
+  bool encoder_cached = false;       ///< the cross K/V came from an encoder_cache
 };
 
 /// @brief Which encoder frames enter the cross-attention cache.
@@ -43,12 +48,14 @@ enum class frame_mode {
 /// eviction hook over the per-(layer, head) cross-attention cache.
 class whisper_transcriber {
  public:
-  explicit whisper_transcriber(const whisper_model& m) : m_(m), mel_(m.w.n_mels) {}
+  explicit whisper_transcriber(const whisper_model& m, encoder_cache cache = encoder_cache(""))
+      : m_(m), mel_(m.w.n_mels), cache_(std::move(cache)) {}
 
   prepared_clip prepare(const pcm_audio& audio) const {
     using clock = std::chrono::steady_clock;
     prepared_clip c;
     const auto t0 = clock::now();
+    const double cpu0 = process_cpu_seconds();
     c.audio16k =
         audio.sample_rate == log_mel::sample_rate
             ? audio.samples
@@ -60,14 +67,25 @@ class whisper_transcriber {
     c.duration_s = static_cast<double>(c.audio16k.size()) / log_mel::sample_rate;
     c.mel = mel_.compute(c.audio16k);
     const auto t1 = clock::now();
-    c.enc = whisper_encoder::encode(m_.w, c.mel);
+    const double cpu1 = process_cpu_seconds();
+    const std::string cached = cache_.enabled() ? cache_.path(m_.dir, c.mel) : std::string();
+    c.encoder_cached =
+        cache_.enabled() && encoder_cache::load(cached, static_cast<int>(m_.w.dec.size()),
+                                                m_.w.n_audio_ctx, m_.w.d_model, c.enc);
+    if (!c.encoder_cached) {
+      c.enc = whisper_encoder::encode(m_.w, c.mel);
+      if (cache_.enabled()) encoder_cache::store(cached, c.enc);
+    }
     const auto t2 = clock::now();
+    const double cpu2 = process_cpu_seconds();
     c.n_speech_frames = energy_vad::speech_frames(c.audio16k.size(), m_.w.n_audio_ctx);
     c.is_voice.assign(static_cast<size_t>(m_.w.n_audio_ctx), 0);
     const std::vector<uint8_t> v = energy_vad::detect(c.audio16k, c.n_speech_frames);
     std::copy(v.begin(), v.end(), c.is_voice.begin());
     c.mel_seconds = std::chrono::duration<double>(t1 - t0).count();
     c.encoder_seconds = std::chrono::duration<double>(t2 - t1).count();
+    c.mel_cpu_seconds = cpu1 - cpu0;
+    c.encoder_cpu_seconds = cpu2 - cpu1;
     return c;
   }
 
@@ -119,6 +137,7 @@ class whisper_transcriber {
  private:
   const whisper_model& m_;
   log_mel mel_;
+  encoder_cache cache_;
 };
 
 }  // namespace asr

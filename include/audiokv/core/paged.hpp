@@ -144,4 +144,42 @@ struct kv_addressing {
   }
 };
 
+/// K (or V) of a batch of sequences: either a FlashInfer-style CSR page table over one page pool
+/// (indptr != nullptr: sequence b owns pages indices[indptr[b] .. indptr[b+1]), the last holding
+/// last_page_len[b] cells) or contiguous per-sequence rows (indptr == nullptr: sequence b holds
+/// seq_lens[b] cells starting seq_stride * b elements into the tensor). Row (cell, head) of
+/// sequence b starts at sequence_offset(b) + sequence(b).row_offset(cell, head).
+struct kv_batch_addressing {
+  const std::int32_t* indptr = nullptr;         ///< [batch + 1] or nullptr (contiguous)
+  const std::int32_t* indices = nullptr;        ///< [indptr[batch]] page ids (paged)
+  const std::int32_t* last_page_len = nullptr;  ///< [batch] cells in each last page (paged)
+  const std::int32_t* seq_lens = nullptr;       ///< [batch] cells per sequence (contiguous)
+  std::int32_t page_size = 1;                   ///< cells per page (paged)
+  std::int64_t page_stride = 0;                 ///< elements between pages (paged)
+  std::int64_t seq_stride = 0;                  ///< elements between sequences (contiguous)
+  std::int64_t entry_stride = 0;                ///< elements between cells of a page / sequence
+  std::int64_t head_stride = 0;                 ///< elements between heads
+
+  /// True for the CSR page-table form.
+  AUDIOKV_HOST_DEVICE bool paged() const { return indptr != nullptr; }
+
+  /// Cells held by sequence b.
+  AUDIOKV_HOST_DEVICE std::int32_t num_cells(std::int32_t b) const {
+    return paged() ? sequence_cells(indptr[b + 1] - indptr[b], last_page_len[b], page_size)
+                   : seq_lens[b];
+  }
+
+  /// Element offset of sequence b's base (0 for the paged form: its pages carry the offset).
+  AUDIOKV_HOST_DEVICE std::int64_t sequence_offset(std::int32_t b) const {
+    return paged() ? 0 : b * seq_stride;
+  }
+
+  /// Cell -> row addressing of sequence b, relative to sequence_offset(b).
+  AUDIOKV_HOST_DEVICE kv_addressing sequence(std::int32_t b) const {
+    return paged() ? kv_addressing{indices + indptr[b], page_size, page_stride, entry_stride,
+                                   head_stride}
+                   : kv_addressing{nullptr, 1, 0, entry_stride, head_stride};
+  }
+};
+
 }  // namespace audiokv::core

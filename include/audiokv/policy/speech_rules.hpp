@@ -78,7 +78,9 @@ inline void speech_scale_sums(const float* const* scores, const std::int32_t* n,
 /// (the cache's protections): they get the sink tier, count toward the coverage of their time,
 /// and `keep` counts only the other cells. keep: the cells the plan keeps besides those. Sinks
 /// (at most sinks.max_share * keep) come first; the coverage floor takes floor(share * (keep -
-/// sinks)) cells; with a known frontier f, positions before f - ceil(lookback_ms / frame_ms)
+/// sinks)) cells (placed by core::mark_segment_floor when coverage.segment_cells > 0: segments
+/// sized by the budget, each keeping its best cells); with a known frontier f, positions before
+/// f - ceil(lookback_ms / frame_ms)
 /// count at past_density in the floor (decaying with age when frontier.past_decay_ms > 0; the
 /// positions from f - lookback on are covered first when frontier.frontier_density > 0), floor
 /// cells after f are chosen by position only, and
@@ -170,7 +172,19 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
             : 0.0;
     const double silence = config.coverage.silence_weight;
     // Ahead of a known frontier the decoder has not attended yet: the floor goes by position.
-    if (has_frontier && config.frontier.frontier_density > 0.0f && dense_from <= pos[n - 1]) {
+    if (config.coverage.segment_cells > 0) {
+      core::segment_floor_params sp;
+      sp.floor = quota;
+      sp.segment_cells = config.coverage.segment_cells;
+      sp.dense_from = dense_from;
+      sp.past_density = past;
+      sp.decay = decay;
+      sp.exponential = exponential;
+      sp.silence_weight = silence;
+      sp.scored_until = at;
+      core::mark_segment_floor(pos, voice, raw, n, sp, tier, floor_tier);
+    } else if (has_frontier && config.frontier.frontier_density > 0.0f &&
+               dense_from <= pos[n - 1]) {
       // Frontier first: the cells from dense_from on (a suffix, positions ascend) get up to
       // floor(frontier_density * their frames) floor cells, all of their unkept cells when
       // that many; the floor cells left over cover the cells before them.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "../core/segment_floor.hpp"
 #include "../error.hpp"
 
 namespace audiokv::policy {
@@ -33,6 +34,14 @@ struct temporal_coverage_config {
   /// floor cells lie at most (1 + centre_band) sub-spans apart: at a small budget a sub-span is
   /// several frames wide and a gap of two of them can drop a whole syllable.
   float centre_band = 1.0f;
+  /// Segment floor (0: off, the segment_ms segments above): the floor's cells are placed by
+  /// core::mark_segment_floor instead, in segments sized by the budget, each of
+  /// segment_cells cells' worth of weighted time, keeping the segment_cells cells of highest
+  /// score inside it (segment_ms, centre_band and the frontier-first floor are then unused;
+  /// the frontier's weights, past density and decay, still shape time). At 1 this is a stride
+  /// whose representative is the most important frame of its window. In [0,
+  /// core::max_segment_cells].
+  std::int32_t segment_cells = 0;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
@@ -45,31 +54,15 @@ struct temporal_coverage_config {
         "config.speech.coverage.silence_weight", silence_weight, "must be in [0, 1]");
     AUDIOKV_REQUIRE(std::isfinite(centre_band) && centre_band > 0.0f && centre_band <= 1.0f, where,
                     "config.speech.coverage.centre_band", centre_band, "must be in (0, 1]");
+    AUDIOKV_REQUIRE(segment_cells >= 0 && segment_cells <= core::max_segment_cells, where,
+                    "config.speech.coverage.segment_cells", segment_cells, "must be in [0, 8]");
   }
 };
 
 namespace detail {
 
-/// Time weight of positions [from, to) at density 1 from `dense_from` = D on and before it at
-/// density past + (1 - past) g(D - p) at position p, g(a) = 1 / (1 + a / decay) (harmonic) or
-/// exp(-a / decay) (exponential) when decay > 0, g = 0 otherwise. The decayed part is the
-/// integral over [from, split):
-///   harmonic:    (1 - past) decay ln((decay + D - from) / (decay + D - split)),
-///   exponential: (1 - past) decay (exp(-(D - split) / decay) - exp(-(D - from) / decay)).
-inline double coverage_time_weight(std::int64_t from, std::int64_t to, std::int64_t dense_from,
-                                   double past, double decay = 0.0, bool exponential = false) {
-  if (to <= from) return 0.0;
-  const std::int64_t split = dense_from < from ? from : dense_from > to ? to : dense_from;
-  double behind = past * static_cast<double>(split - from);
-  if (decay > 0.0 && split > from) {
-    const double d = static_cast<double>(dense_from);
-    const double near = d - static_cast<double>(split), far = d - static_cast<double>(from);
-    behind += (1.0 - past) * decay *
-              (exponential ? std::exp(-near / decay) - std::exp(-far / decay)
-                           : std::log((decay + far) / (decay + near)));
-  }
-  return behind + static_cast<double>(to - split);
-}
+/// The coverage floor's time weight (core::coverage_time_weight, the one definition).
+using core::coverage_time_weight;
 
 }  // namespace detail
 

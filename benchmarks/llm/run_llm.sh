@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The llama.cpp benchmarks of docs/llama_cpp.md: examples/llama_cpp/llama_stream on the
+# Qwen2.5-Coder 0.5B Q4_K_M GGUF (scripts/deps/llm_model.sh) and the King James texts
+# (benchmarks/llm/make_texts.sh), one thread, niced. Each SUITE appends JSON lines to
+# benchmarks/results/llm_<suite>.jsonl (a .partial.jsonl while it runs).
+# Usage: benchmarks/llm/run_llm.sh SUITE...
+#   dev             adapter scoring variants on the dev text (Exodus), audiokv at 128 cells
+#   ppl_ref         test text (Genesis), first 1024 tokens: full and context_shift (no adapter)
+#   ppl             the same stream: the adapter policies at 128/256/512 cells
+#   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
+#   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
+#   cost            tokens/s and the adapter's cost split at a 2k context, full and audiokv
+#   stream16k       a 16k-token stream through 256 cells with n_ctx = budget + margin
+# The sizes are what a shared 2-vCPU machine finishes in about two hours (see docs/llama_cpp.md).
+# Environment: LLAMA_STREAM (binary, default build/cpu/examples/llama_cpp/llama_stream).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin="${LLAMA_STREAM:-build/cpu/examples/llama_cpp/llama_stream}"
+model=build/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+test_text=build/texts/genesis.txt
+dev_text=build/texts/exodus.txt
+out=benchmarks/results
+mkdir -p "$out"
+run() {  # run SUITE ARGS...: appends to llm_SUITE.jsonl
+  local suite=$1
+  shift
+  echo "[llm] $suite: $*" >&2
+  nice -n 10 "$bin" --model "$model" --threads 1 --json "$@" \
+    | tee -a "$out/llm_$suite.partial.jsonl" || true
+}
+finish() { mv "$out/llm_$1.partial.jsonl" "$out/llm_$1.jsonl"; }
+
+for suite in "$@"; do
+  case "$suite" in
+    dev)
+      # audiokv at 128 cells on 768 tokens of the dev text, per scoring variant.
+      for v in ${AUDIOKV_LLM_DEV_VARIANTS:-"mean mean all" "max mean all" "mean mean late"}; do
+        set -- $v
+        layers=""
+        [[ "$3" == late ]] && layers="--layers 12,13,14,15,16,17,18,19,20,21,22,23"
+        run dev --text "$dev_text" --task ppl --policies audiokv --budgets 128 \
+          --max-tokens 768 --head-reduce "$1" --layer-reduce "$2" $layers \
+          --tag "heads:$1 layers:$2 $3" >/dev/null
+      done
+      finish dev ;;
+    ppl_ref)
+      run ppl_ref --text "$test_text" --task ppl --policies full,context_shift \
+        --budgets 128,256,512 --max-tokens 1024 --segment 128 >/dev/null
+      finish ppl_ref ;;
+    ppl)
+      run ppl --text "$test_text" --task ppl --policies audiokv,streaming_llm,h2o,tova \
+        --budgets 128,256,512 --max-tokens 1024 --segment 128 >/dev/null
+      run ppl --text "$test_text" --task ppl --policies snapkv,uniform_stride,random \
+        --budgets 256 --max-tokens 1024 --segment 128 >/dev/null
+      finish ppl ;;
+    passkey_once)
+      run passkey_once --task passkey --passkey-mode once --max-tokens 1024 \
+        --depths 10,50,90 --policies full,audiokv,snapkv,h2o --budgets 20% >/dev/null
+      finish passkey_once ;;
+    passkey_stream)
+      run passkey_stream --task passkey --passkey-mode stream --max-tokens 1024 \
+        --depths 10,50,90 --policies audiokv,context_shift,streaming_llm,h2o \
+        --budgets 20% >/dev/null
+      finish passkey_stream ;;
+    cost)
+      run cost --text "$test_text" --task generate --policies full,audiokv --budgets 2048 \
+        --max-tokens 2048 --chunk 512 --gen 16 >/dev/null
+      finish cost ;;
+    stream16k)
+      run stream16k --text "$test_text" --task generate --policies audiokv --budgets 256 \
+        --max-tokens 16384 --chunk 512 --gen 4 >/dev/null
+      finish stream16k ;;
+    *) echo "unknown suite $suite" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: Apache-2.0
+// audiokv::llama_cpp_adapter on a real llama.cpp context (0c1e57098) running a tiny
+// random-weight qwen2 GGUF (scripts/models/make_tiny_gguf.py): logits identical to llama.cpp
+// alone while nothing is evicted; every seq_rm range covers exactly the evicted cells; the
+// cell map stays right after freed cells are refilled; positions never change; misuse rejected.
+#include <gtest/gtest.h>
+#include <audiokv/engines/llama_cpp.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+// tests/engines/CMakeLists.txt writes tiny-<arch>.gguf into AUDIOKV_TINY_GGUF_DIR.
+std::string model_path(const char* arch) {
+  const char* d = std::getenv("AUDIOKV_TINY_GGUF_DIR");
+  return d != nullptr ? std::string(d) + "/tiny-" + arch + ".gguf" : "";
+}
+
+void quiet(ggml_log_level level, const char* text, void*) {
+  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+class LlamaCpp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    llama_log_set(quiet, nullptr);
+    llama_backend_init();
+    const std::string path = model_path("qwen2");
+    if (path.empty()) return;
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    model_ = llama_model_load_from_file(path.c_str(), mp);
+  }
+  static void TearDownTestSuite() {
+    if (model_ != nullptr) llama_model_free(model_);
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(model_, nullptr) << "no loadable tiny-qwen2.gguf in AUDIOKV_TINY_GGUF_DIR";
+  }
+
+  static llama_context_params params(int n_ctx) {
+    llama_context_params p = llama_context_default_params();
+    p.n_ctx = static_cast<std::uint32_t>(n_ctx);
+    p.n_batch = p.n_ubatch = 64;
+    p.n_seq_max = 1;
+    p.n_threads = p.n_threads_batch = 1;
+    p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    p.no_perf = true;
+    return p;
+  }
+
+  static std::vector<llama_token> random_tokens(int n, unsigned seed) {
+    std::mt19937 rng(seed);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model_));
+    std::vector<llama_token> t(static_cast<std::size_t>(n));
+    for (auto& x : t) x = static_cast<llama_token>(rng() % static_cast<unsigned>(n_vocab));
+    return t;
+  }
+
+  static int n_vocab() { return llama_vocab_n_tokens(llama_model_get_vocab(model_)); }
+
+  static llama_model* model_;
+};
+llama_model* LlamaCpp::model_ = nullptr;
+
+// A batch of tokens [first, first + n) of `tokens` for sequence `seq` at positions from `pos`.
+struct batch_holder {
+  explicit batch_holder(int cap) : b(llama_batch_init(cap, 0, 2)) {}
+  ~batch_holder() { llama_batch_free(b); }
+  batch_holder(const batch_holder&) = delete;
+  batch_holder& operator=(const batch_holder&) = delete;
+  const llama_batch& fill(const llama_token* tokens, int n, llama_pos pos, llama_seq_id seq = 0) {
+    b.n_tokens = n;
+    for (int i = 0; i < n; ++i) {
+      b.token[i] = tokens[i];
+      b.pos[i] = pos + i;
+      b.n_seq_id[i] = 1;
+      b.seq_id[i][0] = seq;
+      b.logits[i] = 1;
+    }
+    return b;
+  }
+  llama_batch b;
+};
+
+std::vector<float> copy_logits(llama_context* ctx, int n, int n_vocab) {
+  std::vector<float> out;
+  for (int i = 0; i < n; ++i) {
+    const float* l = llama_get_logits_ith(ctx, i);
+    out.insert(out.end(), l, l + n_vocab);
+  }
+  return out;
+}
+
+audiokv::policy_options options(int budget, int capacity, std::uint64_t seed = 7) {
+  audiokv::policy_options o;
+  o.budget = budget;
+  o.capacity = capacity;
+  o.seed = seed;
+  return o;
+}
+
+// Chunk sizes that vary, so ubatches of 1 and of several tokens are both covered.
+int chunk_at(int step) {
+  static const int sizes[] = {1, 7, 16, 3, 1, 11};
+  return sizes[step % 6];
+}
+
+// ---- with nothing evicted, the adapter changes no logit ----
+
+TEST_F(LlamaCpp, LogitsIdenticalWhenBudgetExceedsTheSequence) {
+  const int n = 160;
+  const auto tokens = random_tokens(n, 1);
+  for (const char* name : {"audiokv", "h2o", "streaming_llm", "tova", "snapkv", "random"}) {
+    SCOPED_TRACE(name);
+    llama_context* plain = llama_init_from_model(model_, params(512));
+    ASSERT_NE(plain, nullptr);
+    audiokv::llama_cpp_adapter adapter(model_, params(512));
+    adapter.add_sequence(0, name, options(400, 400));
+    batch_holder b1(64), b2(64);
+    int step = 0;
+    for (int g = 0; g < n; ++step) {
+      const int m = std::min(chunk_at(step), n - g);
+      ASSERT_EQ(llama_decode(plain, b1.fill(tokens.data() + g, m, g)), 0);
+      ASSERT_EQ(adapter.decode(b2.fill(tokens.data() + g, m, g)), 0);
+      EXPECT_EQ(adapter.evict(0), 0);
+      const auto a = copy_logits(plain, m, n_vocab());
+      const auto b = copy_logits(adapter.context(), m, n_vocab());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "logits differ at tokens [" << g << ", " << g + m << ")";
+      g += m;
+    }
+    EXPECT_EQ(adapter.policy(0).num_cells(), n);
+    llama_free(plain);
+  }
+}
+
+// ---- eviction: ranges, cell map, positions ----
+
+struct stream_check {
+  int evictions = 0;
+  int deferred = 0;
+  int ranges = 0;
+  int evicted = 0;
+};
+
+// Streams `n` tokens through `policy` at `budget`, checking after every step:
+//  - the seq_rm ranges cover exactly the evicted positions (but a deferred newest one), are
+//    maximal runs (a kept position lies between two ranges) and never hold the newest position;
+//  - every cached cell keeps the position and cell it got when it was decoded;
+//  - the last token's attention row is non-zero exactly on the cells the map holds (plus a
+//    deferred newest cell), so the map is right after freed cells are refilled;
+//  - llama.cpp's seq_pos_min / seq_pos_max agree with the policy's positions;
+//  - the logits equal a plain llama.cpp context from which the test removes the policy's
+//    evicted positions one at a time (the newest one after the next decode).
+stream_check run_stream(llama_model* model, const char* policy, int budget, int n, unsigned seed) {
+  stream_check out;
+  const int max_chunk = 16;
+  const int capacity = budget + max_chunk;
+  std::mt19937 rng(seed);
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+  std::vector<llama_token> tokens(static_cast<std::size_t>(n));
+  for (auto& x : tokens) x = static_cast<llama_token>(rng() % static_cast<unsigned>(n_vocab));
+
+  llama_context_params p = llama_context_default_params();
+  p.n_ctx = static_cast<std::uint32_t>(capacity + 1);
+  p.n_batch = p.n_ubatch = 64;
+  p.n_seq_max = 1;
+  p.n_threads = p.n_threads_batch = 1;
+  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  p.no_perf = true;
+  audiokv::llama_cpp_adapter adapter(model, p);
+  adapter.add_sequence(0, policy, options(budget, capacity, seed));
+  llama_context* ref = llama_init_from_model(model, p);
+  EXPECT_NE(ref, nullptr);
+  llama_memory_t mem = llama_get_memory(adapter.context());
+  llama_memory_t ref_mem = llama_get_memory(ref);
+
+  std::map<llama_pos, std::int32_t> cell_of_pos;  // as decoded
+  llama_pos deferred = -1;
+  std::int32_t deferred_cell = -1;
+  batch_holder b1(64), b2(64);
+  int step = 0;
+  for (int g = 0; g < n; ++step) {
+    const int m = std::min(chunk_at(step), n - g);
+    EXPECT_EQ(adapter.decode(b1.fill(tokens.data() + g, m, g)), 0);
+    EXPECT_EQ(llama_decode(ref, b2.fill(tokens.data() + g, m, g)), 0);
+    const auto a = copy_logits(ref, m, n_vocab);
+    const auto b = copy_logits(adapter.context(), m, n_vocab);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << policy << ": logits differ from the reference at tokens [" << g << ", " << g + m << ")";
+    // The attention row of the newest token: support == map cells + deferred cell.
+    {
+      const auto row = adapter.last_row(m - 1);
+      std::set<std::int32_t> support, expected;
+      for (std::size_t c = 0; c < row.size(); ++c)
+        if (row[c] > 0.0f) support.insert(static_cast<std::int32_t>(c));
+      for (std::int32_t c : adapter.cells(0)) expected.insert(c);
+      if (deferred >= 0) expected.insert(deferred_cell);
+      EXPECT_EQ(support, expected) << policy << " step " << step;
+    }
+    if (deferred >= 0) {
+      EXPECT_TRUE(llama_memory_seq_rm(ref_mem, 0, deferred, deferred + 1));
+      deferred = -1;
+    }
+    EXPECT_EQ(adapter.deferred(0), -1);
+    // New tokens: record (position, cell); older ones must be unchanged.
+    const auto& pol = adapter.policy(0);
+    const auto cells = adapter.cells(0);
+    for (std::int32_t i = 0; i < pol.num_cells(); ++i) {
+      const llama_pos pos = pol.positions()[i];
+      auto it = cell_of_pos.find(pos);
+      if (pos >= g) {
+        EXPECT_TRUE(it == cell_of_pos.end());
+        cell_of_pos[pos] = cells[static_cast<std::size_t>(i)];
+      } else {
+        EXPECT_TRUE(it != cell_of_pos.end()) << "position " << pos << " was never decoded";
+        if (it != cell_of_pos.end()) {
+          EXPECT_EQ(it->second, cells[static_cast<std::size_t>(i)]);
+        }
+      }
+    }
+    g += m;
+    EXPECT_EQ(llama_memory_seq_pos_max(mem, 0), g - 1);
+    EXPECT_EQ(llama_memory_seq_pos_min(mem, 0), pol.positions()[0]);
+
+    // Eviction.
+    const std::vector<llama_pos> before(pol.positions(), pol.positions() + pol.num_cells());
+    const std::vector<std::int32_t> cells_before(cells.begin(), cells.end());
+    const int evicted = adapter.evict(0);
+    const std::vector<llama_pos> after(pol.positions(), pol.positions() + pol.num_cells());
+    if (evicted == 0) {
+      EXPECT_EQ(before, after);
+      continue;
+    }
+    ++out.evictions;
+    out.evicted += evicted;
+    std::vector<llama_pos> gone;
+    std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                        std::back_inserter(gone));
+    EXPECT_EQ(static_cast<int>(gone.size()), evicted);
+    const llama_pos newest = before.back();
+    std::set<llama_pos> covered;
+    const auto ranges = adapter.last_ranges(0);
+    out.ranges += static_cast<int>(ranges.size());
+    for (std::size_t r = 0; r < ranges.size(); ++r) {
+      EXPECT_LT(ranges[r].first, ranges[r].second);
+      EXPECT_LE(ranges[r].second, newest) << "a range holds the newest position";
+      if (r > 0) {
+        // Maximal runs: some kept position lies between two ranges.
+        const bool kept_between = std::any_of(after.begin(), after.end(), [&](llama_pos q) {
+          return q >= ranges[r - 1].second && q < ranges[r].first;
+        });
+        EXPECT_TRUE(kept_between) << "ranges " << r - 1 << " and " << r << " could merge";
+      }
+      for (llama_pos q : before)
+        if (q >= ranges[r].first && q < ranges[r].second) covered.insert(q);
+    }
+    std::set<llama_pos> expected(gone.begin(), gone.end());
+    if (adapter.deferred(0) >= 0) {
+      EXPECT_EQ(adapter.deferred(0), newest);
+      EXPECT_TRUE(expected.count(newest));
+      expected.erase(newest);
+      deferred = newest;
+      deferred_cell = cells_before.back();
+      ++out.deferred;
+    }
+    EXPECT_EQ(covered, expected) << policy << ": seq_rm ranges differ from the evicted cells";
+    for (llama_pos q : expected) {
+      EXPECT_TRUE(llama_memory_seq_rm(ref_mem, 0, q, q + 1));
+      cell_of_pos.erase(q);
+    }
+    if (deferred >= 0) cell_of_pos.erase(deferred);
+    // Positions never change: the newest stays the last decoded position in the context.
+    EXPECT_EQ(llama_memory_seq_pos_max(mem, 0), g - 1);
+    EXPECT_LE(pol.num_cells(), budget);
+  }
+  llama_free(ref);
+  return out;
+}
+
+TEST_F(LlamaCpp, EvictionRangesCellMapAndPositions) {
+  for (const char* name : {"audiokv", "h2o", "streaming_llm", "tova", "snapkv", "uniform_stride"}) {
+    SCOPED_TRACE(name);
+    const stream_check c = run_stream(model_, name, 48, 400, 3);
+    EXPECT_GT(c.evictions, 5);
+    EXPECT_GT(c.evicted, 300);
+  }
+}
+
+// Random scores evict the newest position at times: it must leave the context only after the
+// next decode (a batch must start at seq_pos_max + 1), and the map must stay right.
+TEST_F(LlamaCpp, NewestPositionDeferred) {
+  int deferred = 0;
+  for (unsigned seed = 1; seed <= 6 && deferred == 0; ++seed)
+    deferred += run_stream(model_, "random", 32, 300, seed).deferred;
+  EXPECT_GT(deferred, 0) << "no plan evicted the newest cell; the deferral was not exercised";
+}
+
+// ---- speech rules: audio spans reach the policy ----
+
+TEST_F(LlamaCpp, AudioSpansReachThePolicy) {
+  // Positions flagged as attention sinks live in audiokv's emergency pool and are never
+  // evicted; unflagged, the same positions are evicted by a long stream.
+  const auto tokens = random_tokens(400, 5);
+  auto kept = [&](bool mark) {
+    audiokv::llama_cpp_adapter adapter(model_, params(128));
+    adapter.add_sequence(0, "audiokv", options(64, 80));
+    if (mark) {
+      std::vector<audiokv::frame_meta> audio;
+      for (llama_pos p = 10; p < 14; ++p)
+        audio.push_back(audiokv::frame_meta{p, 0, 1.0f, audiokv::frame_flag_sink, 0.0f});
+      adapter.mark_audio(0, audio);
+    }
+    batch_holder b(64);
+    for (int g = 0; g < 400; g += 8) {
+      EXPECT_EQ(adapter.decode(b.fill(tokens.data() + g, 8, g)), 0);
+      adapter.evict(0);
+    }
+    const auto& pol = adapter.policy(0);
+    int n = 0;
+    for (std::int32_t i = 0; i < pol.num_cells(); ++i)
+      n += pol.positions()[i] >= 10 && pol.positions()[i] < 14;
+    return n;
+  };
+  EXPECT_EQ(kept(true), 4);
+  EXPECT_LT(kept(false), 4);
+}
+
+// ---- the chained eval callback still sees every tensor ----
+
+TEST_F(LlamaCpp, ChainedCallbackIsCalled) {
+  struct counter {
+    int asked = 0;
+    static bool cb(ggml_tensor*, bool ask, void* user) {
+      auto* c = static_cast<counter*>(user);
+      if (ask) ++c->asked;
+      return false;
+    }
+  } c;
+  llama_context_params p = params(256);
+  p.cb_eval = &counter::cb;
+  p.cb_eval_user_data = &c;
+  audiokv::llama_cpp_adapter adapter(model_, p);
+  adapter.add_sequence(0, "h2o", options(64, 80));
+  const auto tokens = random_tokens(4, 9);
+  batch_holder b(64);
+  ASSERT_EQ(adapter.decode(b.fill(tokens.data(), 4, 0)), 0);
+  EXPECT_GT(c.asked, 10);
+  EXPECT_EQ(adapter.policy(0).num_cells(), 4);
+}
+
+// ---- misuse ----
+
+template <class F>
+std::string argument_of(F&& f) {
+  try {
+    f();
+  } catch (const audiokv::error& e) {
+    return e.argument();
+  }
+  return "<no error>";
+}
+
+TEST_F(LlamaCpp, FlashAttentionRejectedAtConstruction) {
+  for (auto fa : {LLAMA_FLASH_ATTN_TYPE_AUTO, LLAMA_FLASH_ATTN_TYPE_ENABLED}) {
+    llama_context_params p = params(256);
+    p.flash_attn_type = fa;
+    EXPECT_EQ(argument_of([&] { audiokv::llama_cpp_adapter a(model_, p); }),
+              "params.flash_attn_type");
+  }
+}
+
+TEST_F(LlamaCpp, BadConfigurationRejected) {
+  audiokv::llama_cpp_config c;
+  c.layers = {0, 99};
+  EXPECT_EQ(argument_of([&] { audiokv::llama_cpp_adapter a(model_, params(256), c); }),
+            "config.layers[1]");
+  c.layers = {1, 1};
+  EXPECT_EQ(argument_of([&] { audiokv::llama_cpp_adapter a(model_, params(256), c); }),
+            "config.layers[1]");
+  EXPECT_EQ(argument_of([&] { audiokv::llama_cpp_adapter a(nullptr, params(256)); }), "model");
+}
+
+TEST_F(LlamaCpp, MisuseRejectedAndStateUnchanged) {
+  audiokv::llama_cpp_adapter adapter(model_, params(256));
+  // A capacity the context cannot hold.
+  EXPECT_EQ(argument_of([&] { adapter.add_sequence(0, "h2o", options(300, 300)); }),
+            "policy.capacity()");
+  EXPECT_EQ(argument_of([&] { adapter.add_sequence(0, "no_such_policy", options(64, 80)); }),
+            "name");
+  EXPECT_EQ(argument_of([&] { adapter.add_sequence(-1, "h2o", options(64, 80)); }), "seq");
+  adapter.add_sequence(0, "h2o", options(64, 80));
+  EXPECT_EQ(argument_of([&] { adapter.add_sequence(0, "h2o", options(64, 80)); }), "seq");
+
+  const auto tokens = random_tokens(80, 11);
+  batch_holder b(64);
+  ASSERT_EQ(adapter.decode(b.fill(tokens.data(), 8, 0)), 0);
+  const auto& pol = adapter.policy(0);
+  const std::vector<llama_pos> pos0(pol.positions(), pol.positions() + pol.num_cells());
+  auto unchanged = [&] {
+    EXPECT_EQ(std::vector<llama_pos>(pol.positions(), pol.positions() + pol.num_cells()), pos0);
+    EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(adapter.context()), 0), 7);
+  };
+  // A gap or a repeat in the positions.
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.fill(tokens.data(), 4, 9)); }), "batch.pos[0]");
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.fill(tokens.data(), 4, 7)); }), "batch.pos[0]");
+  unchanged();
+  // Two sequences in one batch.
+  b.fill(tokens.data(), 4, 8);
+  b.b.seq_id[2][0] = 1;
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.b); }), "batch.seq_id[2]");
+  unchanged();
+  // An unmanaged sequence; more tokens than a ubatch; no tokens.
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.fill(tokens.data(), 4, 0, 1)); }),
+            "batch.seq_id[0]");
+  EXPECT_EQ(argument_of([&] {
+              batch_holder big(80);
+              adapter.decode(big.fill(tokens.data(), 80, 8));
+            }),
+            "batch.n_tokens");
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.fill(tokens.data(), 0, 8)); }), "batch.n_tokens");
+  unchanged();
+  // More tokens than the policy has room for.
+  for (llama_pos g = 8; g < 80; g += 8) {
+    if (adapter.policy(0).num_cells() + 8 > 80) break;
+    ASSERT_EQ(adapter.decode(b.fill(tokens.data() + g % 72, 8, g)), 0);
+  }
+  const llama_pos next = adapter.pos_max(0) + 1;
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.fill(tokens.data(), 16, next)); }), "batch");
+  // Audio frames out of order, or behind decoded positions.
+  std::vector<audiokv::frame_meta> audio{{next + 5, 0, 1.0f, 0, 0.0f},
+                                         {next + 2, 0, 1.0f, 0, 0.0f}};
+  EXPECT_EQ(argument_of([&] { adapter.mark_audio(0, audio); }), "frames[1].pos");
+  audio = {{3, 0, 1.0f, 0, 0.0f}};
+  EXPECT_EQ(argument_of([&] { adapter.mark_audio(0, audio); }), "frames[0].pos");
+  audio = {{next, 0, 1.5f, 0, 0.0f}};
+  EXPECT_EQ(argument_of([&] { adapter.mark_audio(0, audio); }), "frames[0].voice");
+  // The sequence changed behind the adapter's back.
+  llama_memory_seq_rm(llama_get_memory(adapter.context()), 0, adapter.pos_max(0), -1);
+  EXPECT_EQ(argument_of([&] { adapter.decode(b.fill(tokens.data(), 1, next - 1)); }),
+            "batch.seq_id[0]");
+  EXPECT_EQ(argument_of([&] { adapter.evict(3); }), "seq");
+  EXPECT_EQ(argument_of([&] { adapter.compress(0, -1); }), "target");
+}
+
+TEST_F(LlamaCpp, CompressOnce) {
+  audiokv::llama_cpp_adapter adapter(model_, params(256));
+  adapter.add_sequence(0, "snapkv", options(40, 200));
+  const auto tokens = random_tokens(150, 13);
+  batch_holder b(64);
+  for (int g = 0; g < 150; g += 50) ASSERT_EQ(adapter.decode(b.fill(tokens.data() + g, 50, g)), 0);
+  EXPECT_EQ(adapter.compress(0, 40), 110);
+  EXPECT_EQ(adapter.policy(0).num_cells(), 40);
+  EXPECT_EQ(llama_memory_seq_pos_max(llama_get_memory(adapter.context()), 0), 149);
+  ASSERT_EQ(adapter.decode(b.fill(tokens.data(), 1, 150)), 0);
+}
+
+// ---- models the adapter does not govern ----
+
+TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {
+  llama_log_set(quiet, nullptr);
+  for (const char* arch : {"mamba", "gemma2"}) {
+    SCOPED_TRACE(arch);
+    const std::string path = model_path(arch);
+    ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    llama_model* m = llama_model_load_from_file(path.c_str(), mp);
+    ASSERT_NE(m, nullptr);
+    llama_context_params p = llama_context_default_params();
+    p.n_ctx = 256;
+    p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    std::string arg, what;
+    try {
+      audiokv::llama_cpp_adapter a(m, p);
+    } catch (const audiokv::error& e) {
+      arg = e.argument();
+      what = e.what();
+    }
+    EXPECT_EQ(arg, "model");
+    EXPECT_NE(what.find(std::string(arch) == "mamba" ? "recurrent" : "sliding-window"),
+              std::string::npos)
+        << what;
+    llama_model_free(m);
+  }
+}
+
+}  // namespace
