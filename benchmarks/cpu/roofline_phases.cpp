@@ -229,6 +229,9 @@ void BM_RooflineObserveGroup4(benchmark::State& state) {
 /// One KV head at the trigger, with the inputs of each phase taken from a real plan of it.
 struct head_at_trigger {
   std::unique_ptr<audiokv::tiered_cache<>> cache;
+  /// The cache's protection rules, fed the same appends: they hold the boundaries within the
+  /// horizon, evicted frames' included.
+  std::unique_ptr<audiokv::policy::detail::protection_rules> rules;
   audiokv::policy::detail::cell_store
       store;                             // the cache's cells and tiers, for the parts' entry points
   audiokv::eviction_plan plan;           // cache->plan() of this state: scores, scratch
@@ -272,6 +275,7 @@ std::unique_ptr<eviction_state> build_eviction_state(std::int32_t cells) {
   for (std::int32_t h = 0; h < kHeads; ++h) {
     head_at_trigger head;
     head.cache = std::make_unique<audiokv::tiered_cache<>>(st->config);
+    head.rules = std::make_unique<audiokv::policy::detail::protection_rules>(st->config);
     auto& cache = *head.cache;
     head.plan.reserve(cache.capacity());
     xorshift rng{static_cast<std::uint32_t>(977 + 131 * h)};
@@ -283,6 +287,7 @@ std::unique_ptr<eviction_state> build_eviction_state(std::int32_t cells) {
         frames[i] = audiokv::frame_meta{p, 0, voice_of(p), flags_of(p), 0.0f};
       }
       cache.append(frames.data(), count);
+      head.rules->record(frames.data(), count);
       const std::int32_t n = cache.num_cells();
       fill_probs(probs.data(), n, (n * 7) / 10, rng);  // the decoder trails the newest audio
       cache.observe(probs.data(), n);
@@ -312,8 +317,7 @@ std::unique_ptr<eviction_state> build_eviction_state(std::int32_t cells) {
     // The parts, run on the mirror, must reproduce the plan's own protection levels and tiers.
     std::vector<std::uint8_t> levels(n);
     promotion_scratch scratch_p(n);
-    audiokv::policy::detail::protection_rules(st->config)
-        .mark(head.store, levels.data(), scratch_p.order.data());
+    head.rules->mark(head.store, levels.data());
     std::vector<audiokv::pool_tier> tiers = head.tier_before;
     plan_promotions(audiokv::policy::detail::pool_manager(st->config), head.store,
                     head.plan.scores.data(), levels.data(), tiers.data(), scratch_p, 0);
@@ -406,13 +410,11 @@ void BM_RooflineStage(benchmark::State& state) {
 void BM_RooflineProtection(benchmark::State& state) {
   const auto& st = eviction_state_for(arg_cells(state));
   const std::int32_t n = st.cells;
-  const audiokv::policy::detail::protection_rules rules(st.config);
   std::vector<std::uint8_t> protection(static_cast<std::size_t>(n) * kHeads);
-  std::vector<std::int32_t> boundary_pos(n);
   for (auto _ : state) {
     for (std::int32_t h = 0; h < kHeads; ++h) {
-      rules.mark(st.heads[h].store, protection.data() + static_cast<std::size_t>(h) * n,
-                 boundary_pos.data());
+      st.heads[h].rules->mark(st.heads[h].store,
+                              protection.data() + static_cast<std::size_t>(h) * n);
     }
     benchmark::ClobberMemory();
   }
