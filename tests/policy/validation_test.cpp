@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <audiokv/audiokv.hpp>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -619,6 +621,91 @@ TEST_F(FailedCalls, TargetBelowTheProtectedSetGivesTheReachableCount) {
   EXPECT_TRUE(contains(e.what(), "target_cells = 5")) << e.what();
   EXPECT_TRUE(contains(e.what(), "below the 20 cells")) << e.what();
   EXPECT_TRUE(contains(e.what(), "of 50 cached")) << e.what();
+}
+
+}  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+/// Runs `call`, which must throw audiokv::error naming `argument`; returns its message.
+std::string message_of(const std::function<void()>& call, const std::string& argument) {
+  try {
+    call();
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error naming " << argument;
+  return {};
+}
+
+// A cache whose cells disagree with a shared table used to be told "table = 0": the 0 was a
+// position, printed as if it were the table. The message now names the position and both
+// frames; append() of a frame that disagrees says the same under "frames[i]".
+TEST(ErrorMessages, ASharedTableThatDisagreesNamesThePositionAndBothFrames) {
+  audiokv_config c;
+  c.budget = 100;
+  auto table = std::make_shared<frame_table>(64);
+  tiered_cache<> a(c), b(c);
+  a.share_frames(table);
+  a.append(test::frames(0, 4));
+  auto other = test::frames(0, 4);
+  other[2].voice = 0.5f;
+  b.append(other);
+  const std::string what = message_of([&] { b.share_frames(table); }, "table");
+  EXPECT_NE(what.find("share_frames: table: the frame at position 2 (speaker 0, voice 0.5, "
+                      "flags 0, prior 0) differs from (speaker 0, voice 1, flags 0, prior 0)"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("table = "), std::string::npos) << what;
+  EXPECT_EQ(b.frames(), nullptr);
+
+  tiered_cache<> d(c);
+  d.share_frames(table);
+  const std::string appended = message_of([&] { d.append(other); }, "frames[2]");
+  EXPECT_NE(appended.find("append: frames[2]: the frame at position 2 (speaker 0, voice 0.5"),
+            std::string::npos)
+      << appended;
+  EXPECT_EQ(d.num_cells(), 0);
+}
+
+// make_policy("audiokv") accepted a budget of 2^31 - 1 and then failed to allocate, while h2o
+// and snapkv said "must be < INT32_MAX". Every policy now checks budgets and capacities
+// against one bound, max_cache_cells = 2^30, with one message.
+TEST(ErrorMessages, EveryPolicyRejectsABudgetAboveTheOneBoundWithOneMessage) {
+  static_assert(max_cache_cells == (1 << 30));
+  const std::string names = policy_names();
+  std::vector<std::string> all;
+  for (std::size_t from = 0; from < names.size();) {
+    const std::size_t comma = std::min(names.find(", ", from), names.size());
+    all.push_back(names.substr(from, comma - from));
+    from = comma + 2;
+  }
+  ASSERT_EQ(all.size(), 13u);
+  const std::string bound = ": must be <= 1073741824 (max_cache_cells, 2^30)";
+  for (const std::string& name : all) {
+    for (const std::int32_t budget : {max_cache_cells + 1, INT32_MAX - 1, INT32_MAX}) {
+      policy_options o;
+      o.budget = budget;
+      const std::string what = message_of([&] { make_policy(name, o); }, "config.budget");
+      EXPECT_NE(what.find("config.budget = " + std::to_string(budget) + bound), std::string::npos)
+          << name << ": " << what;
+    }
+    policy_options o;
+    o.budget = 64;
+    o.capacity = max_cache_cells + 1;
+    const std::string what = message_of([&] { make_policy(name, o); }, "config.capacity");
+    EXPECT_NE(what.find("config.capacity = 1073741825" + bound), std::string::npos)
+        << name << ": " << what;
+  }
+  audiokv_config c;
+  c.budget = 100;
+  tiered_cache<> cache(c);
+  const std::string what = message_of([&] { cache.reserve(max_cache_cells + 1); }, "new_capacity");
+  EXPECT_NE(what.find("new_capacity = 1073741825" + bound), std::string::npos) << what;
+  EXPECT_EQ(cache.capacity(), 100);
 }
 
 }  // namespace

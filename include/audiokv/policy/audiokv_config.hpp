@@ -9,6 +9,7 @@
 
 #include "../detail/describe.hpp"
 #include "../error.hpp"
+#include "../types/cache_limits.hpp"
 #include "../types/pool_split.hpp"
 #include "../types/prefetch_config.hpp"
 #include "speech_rules.hpp"
@@ -23,9 +24,11 @@ enum class prior_mode : std::uint8_t {
 
 /// @brief Configuration of one AudioKV-managed (layer, KV head) cache.
 struct audiokv_config {
-  /// B: the number of cells the cache may hold; append() beyond `capacity` throws.
+  /// B: the number of cells the cache may hold, in [1, max_cache_cells]; append() beyond
+  /// `capacity` throws.
   std::int32_t budget = 0;
-  /// Physical slots (>= budget); 0 means budget. Headroom for bulk appends between evictions.
+  /// Physical slots (>= budget, at most max_cache_cells); 0 means budget. Headroom for bulk
+  /// appends between evictions.
   /// With prefetch.enabled it is only the initial reservation and may be below the budget.
   std::int32_t capacity = 0;
   /// Pool fractions of the budget.
@@ -98,7 +101,8 @@ struct audiokv_config {
   /// Throws audiokv::error naming the first invalid field.
   void validate() const {
     constexpr const char* where = "audiokv_config";
-    AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
+    types::detail::require_cell_count(where, "config.budget", budget, 1);
+    types::detail::require_cell_count(where, "config.capacity", capacity, 0);
     if (prefetch.enabled) {
       AUDIOKV_REQUIRE(capacity >= 0, where, "config.capacity", capacity,
                       "must be >= 0 (with prefetch it is the initial reservation; 0: budget)");

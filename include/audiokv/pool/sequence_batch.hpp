@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/importance.hpp"
 #include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
@@ -130,7 +131,7 @@ class sequence_batch {
     check_offsets(where, indptr);
     for (std::int32_t s = 0; s < size(); ++s) {
       for (std::int64_t j = indptr[s]; j < indptr[s + 1]; ++j) {
-        AUDIOKV_REQUIRE(std::isfinite(scores[j]) && scores[j] >= 0.0f, where,
+        AUDIOKV_REQUIRE(core::is_valid_attention(scores[j]), where,
                         ::audiokv::detail::indexed("scores", j), scores[j],
                         "must be finite and >= 0");
       }

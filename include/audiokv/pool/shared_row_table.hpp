@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../core/compaction.hpp"
+#include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "../types/move_map.hpp"
 #include "../types/pool_split.hpp"
@@ -140,8 +141,13 @@ class shared_row_table {
     const std::int32_t full_kept =
         plan_arena(row_precision::full, tiers_after, out.full_move.data(), out.demote_rows);
     const auto staged = static_cast<std::int32_t>(out.demote_rows.size());
-    AUDIOKV_REQUIRE(num_rows_[1] + staged <= int8_capacity_, where, "tiers_after", staged,
-                    "demotions overflow the int8 arena");
+    if (num_rows_[1] + staged > int8_capacity_) {
+      ::audiokv::detail::throw_invalid_part(
+          where, "tiers_after",
+          ::audiokv::detail::describe("its ", staged,
+                                      " demotions to the buffer pool overflow the int8 arena (",
+                                      num_rows_[1], " of ", int8_capacity_, " rows used)"));
+    }
     out.int8_move.resize(num_rows_[1] + staged);
     std::int32_t int8_kept =
         plan_arena(row_precision::int8, tiers_after, out.int8_move.data(), out.promote_rows);
@@ -149,9 +155,13 @@ class shared_row_table {
     out.full_kept = full_kept;
     out.full_after = full_kept + static_cast<std::int32_t>(out.promote_rows.size());
     out.int8_after = int8_kept;
-    AUDIOKV_REQUIRE(out.full_after <= full_capacity_, where, "tiers_after", out.full_after,
-                    "full-precision rows overflow the full arena (size it for the base and "
-                    "emergency pools)");
+    if (out.full_after > full_capacity_) {
+      ::audiokv::detail::throw_invalid_part(
+          where, "tiers_after",
+          ::audiokv::detail::describe(
+              "it leaves ", out.full_after, " full-precision rows, more than the full arena's ",
+              full_capacity_, " (size it for the base and emergency pools)"));
+    }
     out.generation = generation_;
   }
 

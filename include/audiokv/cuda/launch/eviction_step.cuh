@@ -135,6 +135,10 @@ class eviction_step {
   /// @param probs_row_stride  floats between rows of probs (>= capacity)
   /// @param k, v              device K and V ([rows() * capacity * row_bytes()] bytes), or
   ///                          nullptr (that buffer is not moved)
+  /// The device cannot reject a NaN, infinite or negative probability as the CPU reference
+  /// does (cpu::eviction_step::step throws); it ranks whatever scores result by the total order
+  /// of core/selection.hpp (NaN lowest, so such a cell is evicted first), the order the CPU
+  /// functions use, so both pick the same cells from the same scores.
   /// Enqueues a fixed sequence of 7 kernels that depends only on the configuration and the
   /// alignment of k and v, so the same call can be captured in a CUDA graph and replayed; never
   /// allocates or synchronises. Per-cell work of a row that does not evict: the append and the

@@ -24,8 +24,7 @@ namespace audiokv::policy::detail {
 inline bool all_finite_non_negative(const float* values, std::int64_t n) noexcept {
   int ok = 1;
   for (std::int64_t i = 0; i < n; ++i) {
-    // NaN fails both comparisons; +-inf fails the second or the first.
-    ok &= static_cast<int>(values[i] >= 0.0f) & static_cast<int>(values[i] <= FLT_MAX);
+    ok &= static_cast<int>(core::is_valid_attention(values[i]));
   }
   return ok != 0;
 }
@@ -269,14 +268,19 @@ class importance_tracker {
           const float* acc = g == 1 ? row : reduced;
           const float* next = row + static_cast<std::int64_t>(g) * n;
           if (mode == gqa_reduce::max) {
-            for (std::int32_t k = 0; k < len; ++k) reduced[k] = core::max_of(acc[k], next[k]);
+            for (std::int32_t k = 0; k < len; ++k) {
+              reduced[k] = core::reduce_group_fold(acc[k], next[k], gqa_reduce::max);
+            }
           } else {
-            for (std::int32_t k = 0; k < len; ++k) reduced[k] = acc[k] + next[k];
+            for (std::int32_t k = 0; k < len; ++k) {
+              reduced[k] = core::reduce_group_fold(acc[k], next[k], gqa_reduce::mean);
+            }
           }
         }
         if (mode == gqa_reduce::mean) {
-          const auto g = static_cast<float>(group_size);
-          for (std::int32_t k = 0; k < len; ++k) reduced[k] = reduced[k] / g;
+          for (std::int32_t k = 0; k < len; ++k) {
+            reduced[k] = core::reduce_group_finish(reduced[k], group_size, gqa_reduce::mean);
+          }
         }
         row = reduced;
       }

@@ -15,10 +15,12 @@
 #include <utility>
 
 #include "../../core/gqa.hpp"
+#include "../../core/importance.hpp"
 #include "../../core/prefetch.hpp"
 #include "../../detail/describe.hpp"
 #include "../../error.hpp"
 #include "../../span.hpp"
+#include "../../types/cache_limits.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
 #include "../../types/frame_table.hpp"
@@ -210,7 +212,7 @@ class tiered_cache final : public eviction_policy {
       AUDIOKV_REQUIRE(cells == 0 || row != nullptr, where, name, "nullptr",
                       "must point to the scores");
       for (std::int32_t j = 0; j < cells; ++j) {
-        AUDIOKV_REQUIRE(std::isfinite(row[j]) && row[j] >= 0.0f, where,
+        AUDIOKV_REQUIRE(core::is_valid_attention(row[j]), where,
                         ::audiokv::detail::indexed(name.c_str(), j), row[j],
                         "must be finite and >= 0");
       }
@@ -341,10 +343,10 @@ class tiered_cache final : public eviction_policy {
   /// Capacity never shrinks: a request at or below capacity() is a no-op, like
   /// std::vector::reserve. This allocates and copies O(capacity): call it between decode steps,
   /// then grow the engine's K/V rows and re-reserve its eviction_plan to capacity().
-  /// @throws audiokv::error when new_capacity < 0 (nothing changes).
+  /// @throws audiokv::error naming "new_capacity" unless 0 <= new_capacity <=
+  ///         max_cache_cells (nothing changes).
   void reserve(std::int32_t new_capacity) {
-    AUDIOKV_REQUIRE(new_capacity >= 0, "tiered_cache::reserve", "new_capacity", new_capacity,
-                    "must be >= 0");
+    types::detail::require_cell_count("tiered_cache::reserve", "new_capacity", new_capacity, 0);
     if (new_capacity <= capacity()) return;
     importance_.reserve(new_capacity);
     // Last: capacity() changes only once every array has grown, so a std::bad_alloc above
@@ -506,8 +508,9 @@ class tiered_cache final : public eviction_policy {
   ///
   /// Checks everything before changing anything, in order: the length against the header,
   /// magic, version, the total size, counts (num_cells <= capacity), the checksum, the
-  /// fingerprint, the capacity, then every value (positions strictly ascending, speakers in
-  /// [0, num_speakers), voice in [0, 1], finite priors, importance and baselines, valid tiers,
+  /// fingerprint, the capacity, then every value (a generation below 2^63, so the plan
+  /// generation cannot wrap and make a stale plan current; positions strictly ascending, speakers
+  /// in [0, num_speakers), voice in [0, 1], finite priors, importance and baselines, valid tiers,
   /// 0/1 flags, sinks that fit the emergency pool, non-negative counters and estimates).
   /// Kept: id(), the pipeline and its parameters, capacity(). The plan generation becomes
   /// greater than both the cache's and the snapshot's, so every plan made before is stale.
@@ -599,7 +602,7 @@ class tiered_cache final : public eviction_policy {
   /// the forecast for the next prefetch.horizon_steps steps, computed with the trigger as the
   /// ceiling (an engine that plans and applies whenever wants_eviction() holds at most
   /// trigger_cells() - 1 cells after a step), it reserve()s the forecast rounded up to
-  /// prefetch.granularity. With the switch off it does nothing.
+  /// prefetch.granularity, at most max_cache_cells. With the switch off it does nothing.
   ///
   /// Call site: once per decode step, after the step's work (append, observe, plan/apply), off
   /// the latency-critical path, e.g. while the engine waits for the next audio chunk. It
@@ -615,7 +618,7 @@ class tiered_cache final : public eviction_policy {
     const std::int32_t settle = pools_.trigger_cells() - 1;
     const std::int32_t before = capacity();
     if (next.needs_reserve(num_cells(), before, settle)) {
-      reserve(next.cells_to_reserve(num_cells(), settle));
+      reserve(std::min(next.cells_to_reserve(num_cells(), settle), max_cache_cells));
     }
     forecast_ = next;
     pending_frames_ = 0;

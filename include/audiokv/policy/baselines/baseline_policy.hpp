@@ -15,6 +15,7 @@
 #include "../../core/selection.hpp"
 #include "../../error.hpp"
 #include "../../span.hpp"
+#include "../../types/cache_limits.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
 #include "../detail/cell_store.hpp"
@@ -26,9 +27,10 @@ namespace audiokv::policy {
 /// @brief Budget and storage of one baseline-managed (sequence, layer, KV head) cache.
 struct baseline_config {
   /// B: the cache is evicted back to B cells whenever it holds more (the official rule of H2O,
-  /// TOVA and StreamingLLM: append, attend, then drop).
+  /// TOVA and StreamingLLM: append, attend, then drop); in [1, max_cache_cells].
   std::int32_t budget = 0;
-  /// Physical slots (>= budget); 0 means budget + 1, room for one decode step's new token.
+  /// Physical slots (>= budget, at most max_cache_cells); 0 means budget + 1, room for one
+  /// decode step's new token.
   std::int32_t capacity = 0;
   /// Frame speaker ids must lie in [0, num_speakers) (validated, not used for scoring).
   std::int32_t num_speakers = 1;
@@ -38,10 +40,10 @@ struct baseline_config {
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
-    AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
+    types::detail::require_cell_count(where, "config.budget", budget, 1);
+    types::detail::require_cell_count(where, "config.capacity", capacity, 0);
     AUDIOKV_REQUIRE(capacity == 0 || capacity >= budget, where, "config.capacity", capacity,
                     "must be 0 or >= budget");
-    AUDIOKV_REQUIRE(budget < INT32_MAX, where, "config.budget", budget, "must be < INT32_MAX");
     AUDIOKV_REQUIRE(num_speakers >= 1, where, "config.num_speakers", num_speakers, "must be >= 1");
   }
 };
