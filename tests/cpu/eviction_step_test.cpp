@@ -514,6 +514,33 @@ TEST(CpuEvictionStep, NonFiniteAndNegativeProbabilitiesAreRejectedBeforeAnyRowCh
   }
 }
 
+// A moved-from step keeps no rows: step() says so instead of indexing the arrays the move
+// took, its readers report no rows, and assigning a step revives it.
+TEST(CpuEvictionStep, AMovedFromStepHoldsNoRowsAndRejectsStep) {
+  const auto c = small_config(step_compaction::hole_fill);
+  audiokv::cpu::eviction_step<> a(c);
+  std::vector<float> probs(static_cast<std::size_t>(c.prob_rows()) * c.capacity, 0.1f);
+  for (int i = 0; i < 4; ++i) a.step(probs.data(), c.capacity, nullptr, nullptr);
+  audiokv::cpu::eviction_step<> b = std::move(a);
+  EXPECT_EQ(b.live(0), 4);
+  EXPECT_EQ(b.statistics().steps, 4);
+  EXPECT_EQ(a.config().rows(), 0);
+  EXPECT_EQ(a.statistics(), audiokv::eviction_step_statistics{});
+  try {
+    a.step(probs.data(), c.capacity, nullptr, nullptr);
+    FAIL() << "a moved-from step ran";
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), "this");
+  }
+  b.step(probs.data(), c.capacity, nullptr, nullptr);
+  EXPECT_EQ(b.live(0), 5);
+  a = std::move(b);
+  EXPECT_EQ(a.live(0), 5);
+  a.step(probs.data(), c.capacity, nullptr, nullptr);
+  EXPECT_EQ(a.statistics().steps, 6);
+  EXPECT_EQ(b.config().rows(), 0);
+}
+
 TEST(EvictionStepCore, ProtectionTriggerAndCount) {
   namespace core = audiokv::core;
   // 10 live cells, 1 sink, 2 recent: candidates are time indices 1..7.

@@ -57,9 +57,15 @@ TEST(Validation, EveryConfigFieldIsChecked) {
   expect_config_error([](auto& c) { c.baseline_rate = 2.0f; }, "config.baseline_rate");
   expect_config_error([](auto& c) { c.drift_window = 1; }, "config.drift_window");
   expect_config_error([](auto& c) { c.drift_factor = 0.0f; }, "config.drift_factor");
-  // Protected set (recent window + emergency pool) not below the trigger level: the setting
-  // that breaks it is named (see Validation.ProtectedSetErrorNamesTheCauseWithCounts).
-  expect_config_error([](auto& c) { c.budget = 20; }, "config.min_retention_ms");
+  // Protected set (recent window + emergency pool) not below the trigger level, with a
+  // window that may not shrink: the setting that breaks it is named (see
+  // Validation.ProtectedSetErrorNamesTheCauseWithCounts).
+  expect_config_error(
+      [](auto& c) {
+        c.budget = 20;
+        c.shrink_recent_window = false;
+      },
+      "config.min_retention_ms");
 }
 
 /// Snapshot of everything observable, to prove failed calls change nothing.
@@ -149,7 +155,8 @@ TEST_F(FailedCalls, CapacityAndSinks) {
 TEST_F(FailedCalls, TargetsBelowTheProtectedSetAndStalePlans) {
   eviction_plan plan;
   expect_rejected([&] { cache.plan_to(-1, plan); }, "target_cells");
-  expect_rejected([&] { cache.plan_to(5, plan); }, "target_cells");  // 20 recent frames protected
+  // A target below the 20 protected recent frames gives a plan down to them (tested in
+  // FailedCalls.TargetBelowTheProtectedSetStopsAtTheProtectedCells).
   cache.plan_to(40, plan);
   plan.move_to[3] = 7;
   expect_rejected([&] { cache.apply(plan); }, "plan.move_to[3]");
@@ -580,7 +587,12 @@ TEST(Validation, BaselineGroupNanNamesQueryRowAndCell) {
 }
 
 TEST(Validation, ProtectedSetErrorNamesTheCauseWithCounts) {
-  auto error_for = [](const audiokv_config& c) { return thrown_by([&] { c.validate(); }); };
+  // The window may not shrink here (shrink_recent_window false): a window that does not fit is
+  // an error naming its cause.
+  auto error_for = [](audiokv_config c) {
+    c.shrink_recent_window = false;
+    return thrown_by([&] { c.validate(); });
+  };
   audiokv_config c;  // 10 ms frames, recent window 200 ms, emergency 10%, trigger 90%
   c.budget = 20;     // window 20 frames >= trigger level 18 on its own
   audiokv::error e = error_for(c);
@@ -608,19 +620,42 @@ TEST(Validation, ProtectedSetErrorNamesTheCauseWithCounts) {
     EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
   }
   c.min_retention_ms = 840.0f;  // 84 + 10 = 94: still too many
+  c.shrink_recent_window = false;
   EXPECT_THROW(c.validate(), audiokv::error);
   c.min_retention_ms = 790.0f;  // 79 + 10 = 89 < 90
   EXPECT_NO_THROW(c.validate());
+  // By default the window shrinks to fit instead: 90 - 1 - 10 = 79 frames of the 84 asked.
+  c.min_retention_ms = 840.0f;
+  c.shrink_recent_window = true;
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.retention_frames(), 84);
+  EXPECT_EQ(c.recent_window_frames(), 79);
+  // An emergency pool that alone reaches the trigger is rejected either way.
+  c = audiokv_config{};
+  c.budget = 1000;
+  c.split = {0.0f, 0.03125f, 0.96875f};
+  EXPECT_EQ(thrown_by([&] { c.validate(); }).argument(), "split.emergency");
 }
 
-TEST_F(FailedCalls, TargetBelowTheProtectedSetGivesTheReachableCount) {
+// A target below the cells no plan may evict used to throw ("target_cells = 5 is below the
+// 20 cells no plan may evict"), which stopped a streaming host mid-clip. The plan now goes down
+// to those cells and says so in n_kv_after; nothing protected goes.
+TEST_F(FailedCalls, TargetBelowTheProtectedSetStopsAtTheProtectedCells) {
   eviction_plan plan;
   // valid_config(): a 200 ms window of 10 ms frames protects the newest 20 of the 50 cells.
-  const audiokv::error e = thrown_by([&] { cache.plan_to(5, plan); });
-  EXPECT_EQ(e.argument(), "target_cells");
-  EXPECT_TRUE(contains(e.what(), "target_cells = 5")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "below the 20 cells")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "of 50 cached")) << e.what();
+  ASSERT_EQ(cache.protected_cells(), 20);
+  for (const std::int32_t target : {0, 1, 5, 19, 20}) {
+    cache.plan_to(target, plan);
+    EXPECT_EQ(plan.n_kv_after, 20) << target;
+    for (const std::int32_t slot : plan.evict) EXPECT_FALSE(cache.is_protected(slot)) << slot;
+  }
+  cache.plan_to(21, plan);
+  EXPECT_EQ(plan.n_kv_after, 21);
+  EXPECT_TRUE(take(cache) == before) << "planning changed the cache";
+  cache.plan_to(3, plan);
+  cache.apply(plan);
+  EXPECT_EQ(cache.num_cells(), 20);
+  EXPECT_EQ(cache.protected_cells(), 20);
 }
 
 }  // namespace

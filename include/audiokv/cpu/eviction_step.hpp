@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/compaction.hpp"
@@ -52,6 +54,7 @@ using eviction_step_pipeline = smoothing_pipeline<median_stage<5>>;
 ///     into the holes below it (the r-th such slot into the r-th hole); stable shifts every kept
 ///     row down to its rank. K, V, importance and position travel with their row.
 /// Construction allocates; step() never does. Not thread-safe; distinct objects are independent.
+/// A moved-from step holds no rows (see the move constructor).
 template <class Pipeline = eviction_step_pipeline>
 class eviction_step {
   static_assert(Pipeline::runs_on_device,
@@ -91,6 +94,27 @@ class eviction_step {
     lanes_.assign(static_cast<std::size_t>(core::step_entropy_lanes), core::entropy_accumulator{});
   }
 
+  eviction_step(const eviction_step&) = default;
+  eviction_step& operator=(const eviction_step&) = default;
+  /// Takes every row. `other` is left a step over no rows: config().batch 0 (rows() 0), zero
+  /// statistics, no arrays; step() on it throws audiokv::error naming "this". Assign a step to
+  /// it to use it again.
+  eviction_step(eviction_step&& other) noexcept(std::is_nothrow_move_constructible_v<Pipeline>)
+      : config_(other.config_), pipeline_(std::move(other.pipeline_)) {
+    take_rows(other);
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  eviction_step& operator=(eviction_step&& other) noexcept(
+      std::is_nothrow_move_assignable_v<Pipeline>) {
+    if (this != &other) {
+      pipeline_ = std::move(other.pipeline_);
+      config_ = other.config_;
+      take_rows(other);
+    }
+    return *this;
+  }
+  ~eviction_step() = default;
+
   /// @brief One decode step of every row (see the class comment).
   /// @param probs             [prob_rows(), probs_row_stride] attention probabilities, query
   ///                          head g of row r in row r * group + g, slot order; read for the
@@ -103,6 +127,8 @@ class eviction_step {
   /// negative, with its value); the state is then unchanged. Never allocates.
   void step(const float* probs, std::int64_t probs_row_stride, void* k, void* v) {
     constexpr const char* where = "cpu::eviction_step::step";
+    AUDIOKV_REQUIRE(config_.batch > 0, where, "this", "a moved-from step",
+                    "holds no rows (assign a step to it)");
     AUDIOKV_REQUIRE(probs != nullptr, where, "probs", "nullptr", "must point to the probabilities");
     AUDIOKV_REQUIRE(probs_row_stride >= config_.capacity, where, "probs_row_stride",
                     probs_row_stride, "must be >= config.capacity");
@@ -163,6 +189,26 @@ class eviction_step {
   span<const T> row_of(const std::vector<T>& v, std::int32_t r) const {
     return span<const T>(v.data() + static_cast<std::size_t>(r) * config_.capacity,
                          static_cast<std::size_t>(config_.capacity));
+  }
+
+  /// Moves the statistics and every array of `other` here; `other` keeps none and no rows.
+  void take_rows(eviction_step& other) noexcept {
+    stats_ = std::exchange(other.stats_, eviction_step_statistics{});
+    take(other, &eviction_step::live_, &eviction_step::next_position_, &eviction_step::evict_count_,
+         &eviction_step::num_moves_, &eviction_step::order_, &eviction_step::position_,
+         &eviction_step::src_, &eviction_step::dst_, &eviction_step::importance_,
+         &eviction_step::scores_, &eviction_step::next_importance_, &eviction_step::evicted_,
+         &eviction_step::in_order_, &eviction_step::scratch_, &eviction_step::candidates_,
+         &eviction_step::keep_logical_, &eviction_step::keep_physical_,
+         &eviction_step::kept_before_, &eviction_step::move_logical_,
+         &eviction_step::move_physical_, &eviction_step::hole_of_rank_, &eviction_step::new_order_,
+         &eviction_step::lanes_);
+    other.config_.batch = 0;
+  }
+  template <class... Member>
+  void take(eviction_step& other, Member... member) noexcept {
+    ((this->*member = std::move(other.*member)), ...);
+    ((other.*member).clear(), ...);
   }
 
   /// The probability rows of step row r: query heads r * group ... r * group + group - 1.

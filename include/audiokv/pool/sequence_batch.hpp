@@ -32,6 +32,31 @@ namespace audiokv::pool {
 template <class Policy>
 class sequence_batch {
  public:
+  sequence_batch() = default;
+  sequence_batch(const sequence_batch&) = default;
+  sequence_batch& operator=(const sequence_batch&) = default;
+  /// Takes every sequence and slot; `other` is left an empty batch (no slots, no sequences),
+  /// valid for every call, which add_sequence() fills again.
+  sequence_batch(sequence_batch&& other) noexcept
+      : sequences_(std::move(other.sequences_)),
+        plans_(std::move(other.plans_)),
+        active_(std::exchange(other.active_, 0)) {
+    other.sequences_.clear();
+    other.plans_.clear();
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  sequence_batch& operator=(sequence_batch&& other) noexcept {
+    if (this != &other) {
+      sequences_ = std::move(other.sequences_);
+      plans_ = std::move(other.plans_);
+      active_ = std::exchange(other.active_, 0);
+      other.sequences_.clear();
+      other.plans_.clear();
+    }
+    return *this;
+  }
+  ~sequence_batch() = default;
+
   /// Adds a sequence built from `args` (the Policy's constructor arguments) in the lowest free
   /// slot, or in a new slot at the end; returns its index. Allocates (admission, not a step).
   template <class... Args>

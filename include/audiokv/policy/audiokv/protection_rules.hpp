@@ -22,14 +22,15 @@ enum protection_level : std::uint8_t { protect_none = 0, protect_boundary = 1, p
 /// @brief Protection of the cached cells, from their positions and flags.
 ///
 /// A cell is `always` kept when its position lies in the recent window (at or after
-/// newest_pos - retention_frames + 1) or it is a sink; else `boundary` when a phoneme boundary
+/// newest_pos - config.recent_window_frames() + 1) or it is a sink; else `boundary` when a
+/// phoneme boundary
 /// at or after newest_pos - boundary_horizon_frames lies within +-boundary_radius positions;
 /// else `unprotected`.
 class protection_rules {
  public:
   protection_rules() = default;
   explicit protection_rules(const audiokv_config& config)
-      : retention_frames_(config.retention_frames()),
+      : retention_frames_(config.recent_window_frames()),
         horizon_frames_(config.boundary_horizon_frames()),
         radius_(config.boundary_radius) {}
 

@@ -283,6 +283,48 @@ class cell_store {
     prior_.resize(capacity);
     tier_.resize(capacity);
   }
+  cell_store(const cell_store&) = default;
+  cell_store& operator=(const cell_store&) = default;
+  /// Takes the cells, their arrays and the identity; `other` is left an empty store of
+  /// capacity 0 (no arrays, no shared table, a new identity, its generation advanced), which
+  /// reserve() makes usable again.
+  cell_store(cell_store&& other) noexcept
+      : speaker_(std::move(other.speaker_)),
+        voice_(std::move(other.voice_)),
+        flags_(std::move(other.flags_)),
+        prior_(std::move(other.prior_)),
+        tier_(std::move(other.tier_)),
+        cells_(std::move(other.cells_)),
+        capacity_(other.capacity_),
+        num_speakers_(other.num_speakers_),
+        size_(other.size_),
+        newest_pos_(other.newest_pos_),
+        has_frames_(other.has_frames_),
+        generation_(other.generation_),
+        identity_(std::move(other.identity_)) {
+    other.become_empty();
+  }
+  /// Move assignment with the moved-from state of the move constructor.
+  cell_store& operator=(cell_store&& other) noexcept {
+    if (this != &other) {
+      speaker_ = std::move(other.speaker_);
+      voice_ = std::move(other.voice_);
+      flags_ = std::move(other.flags_);
+      prior_ = std::move(other.prior_);
+      tier_ = std::move(other.tier_);
+      cells_ = std::move(other.cells_);  // releases this store's references first
+      capacity_ = other.capacity_;
+      num_speakers_ = other.num_speakers_;
+      size_ = other.size_;
+      newest_pos_ = other.newest_pos_;
+      has_frames_ = other.has_frames_;
+      generation_ = other.generation_;
+      identity_ = std::move(other.identity_);
+      other.become_empty();
+    }
+    return *this;
+  }
+  ~cell_store() = default;
 
   /// Grows every per-cell array to `new_capacity` slots, keeping cells, metadata, the
   /// generation (outstanding plans stay valid) and every value in order. A request at or below
@@ -394,9 +436,12 @@ class cell_store {
                     "must point to count frames");
     AUDIOKV_REQUIRE(
         static_cast<std::int64_t>(size_) + count <= capacity_, where, "count", count,
-        ::audiokv::detail::describe("exceeds the free capacity: ", capacity_ - size_, " of ",
-                                    capacity_, " slots free (plan and apply an eviction first)")
-            .c_str());
+        capacity_ == 0 ? "exceeds the capacity 0 of this cache (a moved-from cache holds no slots: "
+                         "reserve() them or assign a cache to it)"
+                       : ::audiokv::detail::describe(
+                             "exceeds the free capacity: ", capacity_ - size_, " of ", capacity_,
+                             " slots free (plan and apply an eviction first)")
+                             .c_str());
     std::int64_t previous = has_frames_ ? static_cast<std::int64_t>(newest_pos_) : INT64_MIN;
     for (std::int32_t i = 0; i < count; ++i) {
       const frame_meta& f = frames[i];
@@ -819,6 +864,12 @@ class cell_store {
   }
 
  private:
+  /// The state a move leaves behind: no cells and capacity 0 (the arrays went with the move).
+  void become_empty() noexcept {
+    capacity_ = 0;
+    reset();
+  }
+
   std::vector<std::int32_t> speaker_;  // [capacity] per cell, or empty after share_frames()
   std::vector<float> voice_;           // [capacity] per cell, or empty after share_frames()
   std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits, or empty when shared
