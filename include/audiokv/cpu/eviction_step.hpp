@@ -94,7 +94,9 @@ class eviction_step {
     lanes_.assign(static_cast<std::size_t>(core::step_entropy_lanes), core::entropy_accumulator{});
   }
 
+  /// An independent step with the same rows, state and statistics.
   eviction_step(const eviction_step&) = default;
+  /// Copy assignment: see the copy constructor.
   eviction_step& operator=(const eviction_step&) = default;
   /// Takes every row. `other` is left a step over no rows: config().batch 0 (rows() 0), zero
   /// statistics, no arrays; step() on it throws audiokv::error naming "this". Assign a step to

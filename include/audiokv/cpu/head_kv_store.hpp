@@ -78,7 +78,9 @@ class head_kv_store {
         table_(config.cell_capacity, config.full_arena_rows(), config.int8_arena_rows()) {
     size_arrays(config_);
   }
+  /// An independent store with the same rows.
   head_kv_store(const head_kv_store&) = default;
+  /// Copy assignment: see the copy constructor.
   head_kv_store& operator=(const head_kv_store&) = default;
   /// Takes every row. `other` is left an empty store of capacity 0 (config().cell_capacity 0,
   /// no rows, its other settings kept): attend() returns zeros, append() is rejected ("the

@@ -36,7 +36,9 @@ class attention_mass {
       : weight_(static_cast<std::size_t>(capacity)), bias_(static_cast<std::size_t>(capacity)) {
     AUDIOKV_REQUIRE(capacity >= 0, "attention_mass", "capacity", capacity, "must be >= 0");
   }
+  /// An independent copy of the weights.
   attention_mass(const attention_mass&) = default;
+  /// Copy assignment: see the copy constructor.
   attention_mass& operator=(const attention_mass&) = default;
   /// Takes the weights; `other` is left empty with capacity 0 (as attention_mass(0)).
   attention_mass(attention_mass&& other) noexcept

@@ -33,7 +33,9 @@ template <class Policy>
 class sequence_batch {
  public:
   sequence_batch() = default;
+  /// A copy of every sequence (each a copy of its policy) and slot.
   sequence_batch(const sequence_batch&) = default;
+  /// Copy assignment: see the copy constructor.
   sequence_batch& operator=(const sequence_batch&) = default;
   /// Takes every sequence and slot; `other` is left an empty batch (no slots, no sequences),
   /// valid for every call, which add_sequence() fills again.

@@ -51,7 +51,9 @@ class shared_row_table {
     wants_full_[1].resize(int8_rows);
   }
 
+  /// An independent table with the same cells and rows.
   shared_row_table(const shared_row_table&) = default;
+  /// Copy assignment: see the copy constructor.
   shared_row_table& operator=(const shared_row_table&) = default;
   /// Takes every cell and row; `other` is left an empty table of capacity 0 in both arenas
   /// (it keeps whether it has an int8 arena; its generation advances, so transitions planned

@@ -103,7 +103,9 @@ class slot_map {
   slot_map() = default;
   /// @param capacity cells the map can hold (the cache's capacity()).
   explicit slot_map(std::int32_t capacity) { reserve(capacity); }
+  /// An independent map with the same slots.
   slot_map(const slot_map&) = default;
+  /// Copy assignment: see the copy constructor.
   slot_map& operator=(const slot_map&) = default;
   /// Takes the slots; `other` is left an empty map of capacity 0 (as default-constructed, its
   /// generation advanced so moves planned before are stale), which reserve() makes usable.

@@ -53,7 +53,9 @@ class frame_table {
     reserve_old(old_rows);
   }
 
+  /// An independent table with the same rows and reference counts (no cache releases into it).
   frame_table(const frame_table&) = default;
+  /// Copy assignment: see the copy constructor.
   frame_table& operator=(const frame_table&) = default;
   /// Takes every row. `other` is left an empty table without a ring (window() 0): every
   /// position it is given later goes to the sorted rows below the ring, which grow as needed

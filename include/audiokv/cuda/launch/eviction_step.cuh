@@ -119,7 +119,9 @@ class eviction_step {
     p_.row_bytes = config.row_bytes();
   }
 
+  /// A second object on the same workspace (use one of them: one object per workspace).
   eviction_step(const eviction_step&) = default;
+  /// Copy assignment: see the copy constructor.
   eviction_step& operator=(const eviction_step&) = default;
   /// Takes the workspace. `other` is left with none: config().batch 0, null device arrays,
   /// and reset(), run() and read_statistics() return cudaErrorInvalidValue without touching
