@@ -3,7 +3,7 @@
 # Builds the CPU micro benchmarks (Release), runs them (3 repetitions in random interleaving, so
 # that load on a shared machine spreads over all rows; the medians are reported), records the CPU
 # (lscpu) and writes benchmarks/results/cpu_micro_<family>.json (amd, intel, ...), then prints
-# the overhead ratios the README quotes and the roofline table (each phase against the STREAM
+# the overhead ratios docs/results.md quotes and the roofline table (each phase against the STREAM
 # bandwidth and the attention step of the same run).
 # Usage: benchmarks/run_cpu.sh [extra gbench args]
 set -euo pipefail

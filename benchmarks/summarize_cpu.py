@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Prints the README's CPU tables from a Google Benchmark JSON file of audiokv_bench.
+"""Prints the CPU tables of docs/results.md from a Google Benchmark JSON file of audiokv_bench.
 
 Ratios compare rows of the same run: observe / attention per step, eviction / attention,
 selection / std::nth_element, the median's ns per cell, and the roofline table: for observe,

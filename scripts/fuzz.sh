@@ -6,13 +6,12 @@
 #
 # Usage: scripts/fuzz.sh [--smoke | --long SECONDS | --replay] [--build-dir DIR]
 #                        [TARGET...]
-#   --smoke        20 s per target (the CI default; 5 targets stay under 2 minutes of fuzzing)
+#   --smoke        20 s per target (the CI default; 6 targets stay at 2 minutes of fuzzing)
 #   --long S       S seconds per target (600 for the 10-minute runs of the issue)
 #   --replay       run every committed seed and crash reproducer once (a fast regression check)
 #   --build-dir D  where binaries, working corpora and crash artifacts go (default build/fuzz)
-#   TARGET         policy_fuzzer, store_fuzzer, snapshot_fuzzer, wav_fuzzer, model_loader_fuzzer
-#                  (default: every
-#                  one whose sources exist)
+#   TARGET         policy_fuzzer, store_fuzzer, snapshot_fuzzer, page_granular_fuzzer,
+#                  wav_fuzzer, model_loader_fuzzer (default: every one whose sources exist)
 # Exit status: 0 no findings, 1 a fuzzer found a crash/leak/invariant violation (the reproducer
 # path is printed), 2 bad usage or a build failure, 77 no clang++ with libFuzzer (skip).
 # The committed corpus is never modified: new inputs go to <build-dir>/corpus/<target>/.
@@ -30,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     --long) mode=long; seconds="${2:?--long needs SECONDS}"; shift ;;
     --replay) mode=replay ;;
     --build-dir) build="${2:?--build-dir needs a directory}"; shift ;;
-    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,17p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1") ;;
   esac
@@ -61,6 +60,7 @@ eigen_flags=$(pkg-config --cflags eigen3 2>/dev/null || echo "-I/usr/include/eig
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=(policy_fuzzer store_fuzzer)
   [[ -f "$root/tests/fuzz/snapshot_fuzzer.cpp" ]] && targets+=(snapshot_fuzzer)
+  [[ -f "$root/tests/fuzz/page_granular_fuzzer.cpp" ]] && targets+=(page_granular_fuzzer)
   [[ -f "$asr/src/wav_reader.hpp" ]] && targets+=(wav_fuzzer)
   [[ -f "$asr/src/ct2_model_file.hpp" && -f "$asr/src/whisper_weights.hpp" ]] &&
     targets+=(model_loader_fuzzer)

@@ -39,7 +39,8 @@ fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 
 echo "[test_python] installing the build and test requirements"
-"${pip[@]}" install -q "numpy>=1.21" "pytest>=7" "nanobind>=2.0" "scikit-build-core>=0.10"
+"${pip[@]}" install -q "numpy>=1.21" "pytest>=7" "hypothesis>=6" "nanobind>=2.0" \
+  "scikit-build-core>=0.10"
 if [[ "$with_kvpress" == 1 ]]; then
   echo "[test_python] installing kvpress==0.5.5 with torch and transformers"
   "${pip[@]}" install -q "kvpress==0.5.5"

@@ -16,8 +16,8 @@ Writes, under --out (default benchmarks/results):
                                  (paired), mean K/V bytes held while decoding (rows + slot
                                  tables, all heads), bytes saved against dense float rows of the
                                  same cells, and the mean relative error of the attention output
-The share tolerance is chosen on the dev split (README, "Memory features"); the test split only
-reports.
+The share tolerance is chosen on the dev split (docs/results.md, "Memory features"); the test
+split only reports.
 """
 import argparse
 import json

@@ -40,8 +40,14 @@ Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
                       (word edits against the reference's transcript), repetition,
                       peak_kv_bytes (most cross-attention K/V held at once), steady_kv_bytes
                       (held after compression), rtf, n_tokens, reached_eot
+                      A run asr_whisper reports as an error row (the library rejected that
+                      clip, policy and retention, e.g. a budget below the protected cells)
+                      is kept as such: policy, retention, clip, split, protocol, error
+                      {argument, message}.
   PREFIX_summary.md   corpus WER with 95% bootstrap intervals (clips resampled), paired
-                      bootstrap of delta WER, repetition rate, KV bytes, RTF
+                      bootstrap of delta WER, repetition rate, KV bytes, RTF; each row's
+                      statistics are over the clips it has results for, its error rows are
+                      counted in the "errors" column and listed below the table
   PREFIX_wer.png      WER vs retention per policy
 Run by hand (the test split: about 25 minutes on 2 cores); the results are committed.
 """
@@ -204,8 +210,10 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
                 partial.flush()
                 done = len(rows)
                 total = f"/{expected}" if expected else ""
+                outcome = (f"error: {row['error']['message']}" if "error" in row
+                           else f"WER {100 * (row['wer'] or 0):.1f}%")
                 print(f"[{done}{total}] {time.time() - start:7.0f} s  {row['clip_id']} "
-                      f"{row['policy']} {row['keep_ratio']}: WER {100 * (row['wer'] or 0):.1f}%",
+                      f"{row['policy']} {row['keep_ratio']}: {outcome}",
                       file=sys.stderr, flush=True)
         if proc.wait() != 0:
             raise RuntimeError("asr_whisper failed: " + " ".join(cmd))
@@ -219,11 +227,21 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
 
 
 def derive(rows):
-    """Adds delta_wer, wer_vs_full, repetition and KV bytes relative to each clip's full run."""
-    full = {r["clip_id"]: r for r in rows if r["policy"] == "full"}
+    """Adds delta_wer, wer_vs_full, repetition and KV bytes relative to each clip's full run.
+    Error rows (and rows of a clip whose full run has no result) stay error rows."""
+    full = {r["clip_id"]: r for r in rows if r["policy"] == "full" and "error" not in r}
     out = []
     for r in rows:
-        f = full[r["clip_id"]]
+        f = full.get(r["clip_id"])
+        if "error" in r or f is None:
+            error = r.get("error") or {"argument": "full", "message": "the full-cache run of "
+                                       "this clip has no result to compare with"}
+            out.append({
+                "policy": r["policy"], "retention": r["keep_ratio"], "clip": r["clip_id"],
+                "split": r["split"], "protocol": r.get("protocol", "offline"),
+                "reference": REFERENCE[r.get("protocol", "offline")], "error": error,
+            })
+            continue
         full_words = normalize_words(f["text"])
         hyp_words = normalize_words(r["text"])
         out.append({
@@ -248,9 +266,18 @@ def bootstrap(clips, stat, n=2000, seed=7):
 
 
 def summarize(rows, path_md, path_png, set_name=""):
+    errors = [r for r in rows if "error" in r]
+    errors_by = {}
+    for r in errors:
+        errors_by.setdefault((r["policy"], r["retention"]), []).append(r)
+    rows = [r for r in rows if "error" not in r]
+    if not rows:
+        raise SystemExit(f"no result rows to summarise ({len(errors)} error rows)")
     by = {}
     for r in rows:
         by.setdefault((r["policy"], r["retention"]), {})[r["clip"]] = r
+    for key in errors_by:
+        by.setdefault(key, {})
     full = {c: r for (p, _), v in by.items() if p == "full" for c, r in v.items()}
     clips = sorted(full)
 
@@ -279,14 +306,22 @@ def summarize(rows, path_md, path_png, set_name=""):
              "resamples of clips (paired for delta WER). Repetition: no end of text, output > 1.5x "
              "the full length, or a token 4-gram three or more times more than in the full output.",
              "",
+             "Errors: runs the library rejected (error rows, listed below the table); a row's "
+             "statistics are over the clips it has results for.",
+             "",
              "| policy | retention | WER % (95% CI) | delta WER points (95% CI) | WER vs full output % "
-             f"| repetition % | {'steady' if protocol == 'offline' else 'peak'} KV MiB | RTF |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"| repetition % | {'steady' if protocol == 'offline' else 'peak'} KV MiB | RTF | errors |",
+             "|---|---|---|---|---|---|---|---|---|"]
     curves = {}
     for (policy, ratio) in sorted(by, key=lambda k: (k[0] != "full", -k[1], k[0])):
         cells = by[(policy, ratio)]
+        n_errors = len(errors_by.get((policy, ratio), []))
         ids = [c for c in clips if c in cells]
+        if not ids:
+            lines.append(f"| {policy} | {ratio:g} | — | — | — | — | — | — | {n_errors} |")
+            continue
         wer = corpus_wer(cells, ids)
+        full_here = corpus_wer(full, ids)  # the reference over the same clips (paired)
         lo, hi = bootstrap(ids, lambda s: corpus_wer(cells, s))
         dlo, dhi = bootstrap(ids, lambda s: corpus_wer(cells, s) - corpus_wer(full, s))
         vs_full = sum(cells[c]["wer_vs_full"] for c in ids) / len(ids)
@@ -295,10 +330,14 @@ def summarize(rows, path_md, path_png, set_name=""):
         kv = sum(cells[c][kv_key] for c in ids) / len(ids) / 2**20
         rtf = sum(cells[c]["rtf"] for c in ids) / len(ids)
         lines.append(f"| {policy} | {ratio:g} | {100 * wer:.2f} ({100 * lo:.2f}-{100 * hi:.2f}) | "
-                     f"{100 * (wer - full_wer):+.2f} ({100 * dlo:+.2f} to {100 * dhi:+.2f}) | "
-                     f"{100 * vs_full:.2f} | {100 * rep:.1f} | {kv:.2f} | {rtf:.3f} |")
+                     f"{100 * (wer - full_here):+.2f} ({100 * dlo:+.2f} to {100 * dhi:+.2f}) | "
+                     f"{100 * vs_full:.2f} | {100 * rep:.1f} | {kv:.2f} | {rtf:.3f} | {n_errors} |")
         if policy != "full":
             curves.setdefault(policy, []).append((ratio, 100 * wer))
+    lines += ["", f"Error rows: {len(errors)}"]
+    for r in sorted(errors, key=lambda r: (r["policy"], -r["retention"], r["clip"])):
+        lines.append(f"- {r['policy']} at {r['retention']:g}, {r['clip']}: "
+                     f"{r['error']['argument']}: {r['error']['message']}")
     with open(path_md, "w") as f:
         f.write("\n".join(lines) + "\n")
     try:

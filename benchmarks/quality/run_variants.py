@@ -12,6 +12,9 @@ a table to --md:
   same protocol. Paired differences (variant minus stride, variant minus defaults) are bootstrap
   95% intervals over the clips of all sets (2000 resamples, seed 7, as run_quality.py), and
   "better-worse" counts the clips with fewer / more word errors than the stride (or the defaults).
+  A run the library rejected (an asr_whisper error row) is kept as a row with its "error"; the
+  statistics leave it out (differences pair only clips both sides have results for) and the
+  "errors" column counts it per retention.
 
 Usage (tuning is for the dev splits only):
   run_variants.py --set asterisk=build/data/asr/manifest.tsv \\
@@ -49,8 +52,16 @@ def rows_of(raw, variant, flags, protocol, set_name, full):
     for r in raw:
         if r["policy"] == "full":
             continue
-        f = full[r["clip_id"]]
+        f = full.get(r["clip_id"])
         name = variant if variant else r["policy"]
+        if "error" in r or f is None or "error" in f:
+            rows.append({
+                "variant": name, "flags": flags, "protocol": protocol, "set": set_name,
+                "clip": r["clip_id"], "retention": r["keep_ratio"],
+                "error": r.get("error") or {"argument": "full", "message": "the full-cache run "
+                                            "of this clip has no result to compare with"},
+            })
+            continue
         rows.append({
             "variant": name, "flags": flags, "protocol": protocol, "set": set_name,
             "clip": r["clip_id"], "retention": r["keep_ratio"],
@@ -94,7 +105,7 @@ def sweep(args, variants, baseline):
         t.join()
     rows = []
     for i, (set_name, _, protocol, name, flags, _) in enumerate(jobs):
-        full = {r["clip_id"]: r for r in results[i] if r["policy"] == "full"}
+        full = {r["clip_id"]: r for r in results[i] if r["policy"] == "full" and "error" not in r}
         raw = [r for r in results[i] if name == "" or r["policy"] == "audiokv"]
         rows += rows_of(raw, name, flags, protocol, set_name, full)
     for r in rows:
@@ -121,13 +132,16 @@ def bootstrap_pair(a, b, n=2000, seed=7):
 
 
 def table(rows, sets, protocol, ratios, variants):
-    by = {}
+    by, errors = {}, {}
     for r in rows:
         if r["protocol"] == protocol:
-            by.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
+            target = errors if "error" in r else by
+            target.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
+    for key in errors:
+        by.setdefault(key, {})
     header = ("| variant | flags | " + " | ".join(f"{s} {' / '.join(f'{int(100 * x)}' for x in ratios)}%"
                                                 for s in sets + ["all"])
-              + " | repetitions | minus defaults, all (95% CI; clips better–worse) | minus stride, all (95% CI) | better-worse than stride |")
+              + " | repetitions | minus defaults, all (95% CI; clips better–worse) | minus stride, all (95% CI) | better-worse than stride | errors |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     flags = dict(variants)
     for name in ["defaults", "uniform_stride"] + [v for v, _ in variants]:
@@ -141,29 +155,41 @@ def table(rows, sets, protocol, ratios, variants):
                 vals.append(f"{corpus_delta(sel):+.2f}" if sel else "—")
             cells.append(" / ".join(vals))
         reps, minus_def, minus_stride, counts = [], [], [], []
+        n_errors = " / ".join(str(len(errors.get((name, x), {}))) for x in ratios)
         for x in ratios:
             mine = by.get((name, x), {})
             reps.append(str(sum(r["repetition"] for r in mine.values())))
             d, st = by.get(("defaults", x), {}), by.get(("uniform_stride", x), {})
-            diff_def = corpus_delta(list(mine.values())) - corpus_delta(list(d.values()))
+            # Paired: only the clips both sides have results for.
+            d = {k: v for k, v in d.items() if k in mine}
+            st = {k: v for k, v in st.items() if k in mine}
+            mine_d = {k: v for k, v in mine.items() if k in d}
+            mine_st = {k: v for k, v in mine.items() if k in st}
+            if not mine_d or not mine_st:
+                minus_def.append("—")
+                minus_stride.append("—")
+                counts.append("—")
+                continue
+            diff_def = corpus_delta(list(mine_d.values())) - corpus_delta(list(d.values()))
             if name in ("defaults", "uniform_stride"):
                 minus_def.append(f"{diff_def:+.2f}")
             else:
-                lo, hi = bootstrap_pair(mine, d)
-                better = sum(mine[k]["word_errors"] < d[k]["word_errors"] for k in mine if k in d)
-                worse = sum(mine[k]["word_errors"] > d[k]["word_errors"] for k in mine if k in d)
+                lo, hi = bootstrap_pair(mine_d, d)
+                better = sum(mine[k]["word_errors"] < d[k]["word_errors"] for k in mine_d)
+                worse = sum(mine[k]["word_errors"] > d[k]["word_errors"] for k in mine_d)
                 minus_def.append(f"{diff_def:+.2f} ({lo:+.2f} to {hi:+.2f}; {better}–{worse})")
             if name == "uniform_stride":
                 minus_stride.append("—")
                 counts.append("—")
                 continue
-            lo, hi = bootstrap_pair(mine, st)
-            diff = corpus_delta(list(mine.values())) - corpus_delta(list(st.values()))
+            lo, hi = bootstrap_pair(mine_st, st)
+            diff = corpus_delta(list(mine_st.values())) - corpus_delta(list(st.values()))
             minus_stride.append(f"{diff:+.2f} ({lo:+.2f} to {hi:+.2f})")
-            better = sum(mine[k]["word_errors"] < st[k]["word_errors"] for k in mine if k in st)
-            worse = sum(mine[k]["word_errors"] > st[k]["word_errors"] for k in mine if k in st)
+            better = sum(mine[k]["word_errors"] < st[k]["word_errors"] for k in mine_st)
+            worse = sum(mine[k]["word_errors"] > st[k]["word_errors"] for k in mine_st)
             counts.append(f"{better}–{worse}")
-        cells += [" / ".join(reps), " / ".join(minus_def), " / ".join(minus_stride), " / ".join(counts)]
+        cells += [" / ".join(reps), " / ".join(minus_def), " / ".join(minus_stride), " / ".join(counts),
+                  n_errors]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

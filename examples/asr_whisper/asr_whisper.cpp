@@ -25,6 +25,7 @@
 #include "src/whisper_model.hpp"
 #include "src/whisper_transcriber.hpp"
 
+#include <audiokv/error.hpp>
 #include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/registry.hpp>
 
@@ -573,7 +574,7 @@ int run(int argc, char** argv) {
 
   long total_edits = 0, total_ref = 0;
   double total_audio = 0.0, total_proc = 0.0, total_enc = 0.0;
-  int n_done = 0;
+  int n_done = 0, n_failed = 0;
   for (const clip_spec& spec : specs) {
     pcm_audio audio;
     if (!preloaded.samples.empty()) {
@@ -599,10 +600,38 @@ int run(int argc, char** argv) {
     for (run_config& run : runs) {
       // The full cache stays the dense float reference; memory features apply to the others.
       const bool stored = run.policy != "full" && o.store.enabled();
-      const decode_result r =
-          tr.transcribe(clip, *run.hook, o.frames, stored ? o.store : kv_store_options{}, run.ratio,
-                        o.streaming ? &o.stream : nullptr);
       const std::string run_name = stored ? run.policy + store_suffix(o.store) : run.policy;
+      // The keys every JSON row starts with, result or error row.
+      auto row_head = [&](std::ostream& js) {
+        js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
+           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run_name)
+           << "\",\"keep_ratio\":" << run.ratio << ",\"protocol\":\""
+           << (o.streaming ? "streaming" : "offline") << "\",\"frame_mode\":\""
+           << (o.frames == frame_mode::all ? "all" : "speech")
+           << "\",\"window_sinks\":" << (o.streaming ? o.stream.window_sinks : 0)
+           << ",\"duration_s\":" << fmt(clip.duration_s);
+      };
+      decode_result r;
+      try {
+        r = tr.transcribe(clip, *run.hook, o.frames, stored ? o.store : kv_store_options{},
+                          run.ratio, o.streaming ? &o.stream : nullptr);
+      } catch (const audiokv::error& e) {
+        // The library rejected this (clip, policy, retention), e.g. a budget too small for
+        // its protected cells: one error row, and the sweep goes on with the other runs.
+        ++n_failed;
+        if (o.json) {
+          std::ostringstream js;
+          row_head(js);
+          js << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"reference\":\""
+             << json_escape(spec.reference) << "\",\"error\":{\"argument\":\""
+             << json_escape(e.argument()) << "\",\"message\":\"" << json_escape(e.what()) << "\"}}";
+          std::cout << js.str() << std::endl;
+        } else {
+          std::cout << "[" << spec.id << "] " << fmt(clip.duration_s, 2) << " s, policy "
+                    << run_name << " at " << run.ratio << ": error: " << e.what() << "\n";
+        }
+        continue;
+      }
       const std::string text = tr.text(r.tokens);
       const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
       const double rtf = proc / std::max(clip.duration_s, 1e-9);
@@ -621,15 +650,9 @@ int run(int argc, char** argv) {
       const int n_frames = o.frames == frame_mode::all ? model.w.n_audio_ctx : clip.n_speech_frames;
       if (o.json) {
         std::ostringstream js;
-        js << "{\"clip_id\":\"" << json_escape(spec.id) << "\",\"split\":\""
-           << json_escape(spec.split) << "\",\"policy\":\"" << json_escape(run_name)
-           << "\",\"keep_ratio\":" << run.ratio << ",\"protocol\":\""
-           << (o.streaming ? "streaming" : "offline") << "\",\"frame_mode\":\""
-           << (o.frames == frame_mode::all ? "all" : "speech")
-           << "\",\"window_sinks\":" << (o.streaming ? o.stream.window_sinks : 0)
-           << ",\"duration_s\":" << fmt(clip.duration_s) << ",\"n_frames\":" << n_frames
-           << ",\"n_speech_frames\":" << clip.n_speech_frames << ",\"n_voice_frames\":" << n_voice
-           << ",\"tokens\":[";
+        row_head(js);
+        js << ",\"n_frames\":" << n_frames << ",\"n_speech_frames\":" << clip.n_speech_frames
+           << ",\"n_voice_frames\":" << n_voice << ",\"tokens\":[";
         for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];
         js << "],\"n_tokens\":" << r.tokens.size()
            << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
@@ -687,13 +710,16 @@ int run(int argc, char** argv) {
   }
   std::ostream& sum = o.json ? std::cerr : std::cout;
   sum << "summary: " << n_done << " clip run(s), " << fmt(total_audio, 1) << " s audio";
+  if (n_failed > 0) sum << ", " << n_failed << " run(s) rejected by the library (error rows)";
   if (total_ref > 0) {
     sum << ", WER "
         << fmt(100.0 * static_cast<double>(total_edits) / static_cast<double>(total_ref), 2)
         << "% (" << total_edits << "/" << total_ref << ")";
   }
-  sum << ", " << fmt(total_proc / n_done, 3) << " s/clip (encoder " << fmt(total_enc / n_done, 3)
-      << " s/clip), RTF " << fmt(total_proc / std::max(total_audio, 1e-9), 3) << "\n";
+  const double runs_done = std::max(n_done, 1);
+  sum << ", " << fmt(total_proc / runs_done, 3) << " s/clip (encoder "
+      << fmt(total_enc / runs_done, 3) << " s/clip), RTF "
+      << fmt(total_proc / std::max(total_audio, 1e-9), 3) << "\n";
   return 0;
 }
 

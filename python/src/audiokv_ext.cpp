@@ -5,15 +5,21 @@
 ///
 /// Conventions: arguments are validated before any state changes (by the C++ entry points, or
 /// here for the conversions); audiokv::error becomes audiokv.Error (a ValueError) carrying the
-/// C++ argument name in `.argument`. Calls that scan cells release the GIL. One Policy object is
-/// not thread-safe, as in C++; a second thread entering it while a call runs gets RuntimeError
-/// instead of a data race.
+/// C++ argument name in `.argument`, an argument of the wrong type a TypeError with the same
+/// `.argument`. Buffers written in place must be writable (read-only ones are rejected before
+/// anything moves). Calls that scan cells release the GIL. One Policy object is not
+/// thread-safe, as in C++; a second thread entering it while a call runs gets RuntimeError
+/// instead of a data race. A Plan is held for a call's whole duration, shared by readers
+/// (compact, apply, its properties) and exclusive to a writer (plan/plan_to into it, reserve);
+/// a conflicting call gets RuntimeError. observe() reads a private copy of the probabilities,
+/// so a caller's array written by another thread cannot change validated values.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include <audiokv/audiokv.hpp>
+#include <audiokv/cpu/lse_scores.hpp>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -49,9 +56,42 @@ nb::object& error_type() {
   audiokv::detail::throw_invalid(where, argument, value, expectation);
 }
 
+/// An argument of the wrong type: becomes TypeError whose `.argument` names it, as
+/// audiokv::error becomes audiokv.Error.
+class argument_type_error : public std::exception {
+ public:
+  argument_type_error(std::string argument, std::string message)
+      : argument_(std::move(argument)), message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+  const std::string& argument() const noexcept { return argument_; }
+
+ private:
+  std::string argument_;
+  std::string message_;
+};
+
+/// Raises TypeError "audiokv::<where>: <argument> = <type of value>: <expectation>".
+[[noreturn]] void fail_type(const char* where, const std::string& argument, nb::handle value,
+                            const char* expectation) {
+  throw argument_type_error(argument, std::string("audiokv::") + where + ": " + argument + " = " +
+                                          nb::type_name(value.type()).c_str() + ": " + expectation);
+}
+
 void translate_error(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
+  } catch (const argument_type_error& e) {
+    PyObject* instance = PyObject_CallFunction(PyExc_TypeError, "s", e.what());
+    if (instance == nullptr) return;
+    PyObject* argument = PyUnicode_FromString(e.argument().c_str());
+    if (argument == nullptr || PyObject_SetAttrString(instance, "argument", argument) != 0) {
+      Py_XDECREF(argument);
+      Py_DECREF(instance);
+      return;  // the failure's own exception stays set
+    }
+    Py_DECREF(argument);
+    PyErr_SetObject(PyExc_TypeError, instance);
+    Py_DECREF(instance);
   } catch (const audiokv::error& e) {
     nb::object& type = error_type();
     if (!type.is_valid()) {
@@ -71,13 +111,36 @@ void translate_error(const std::exception_ptr& p, void*) {
 
 using any_array = nb::ndarray<nb::ro, nb::device::cpu>;
 
+/// numpy.asarray (leaked: must outlive interpreter teardown).
+nb::handle numpy_asarray() {
+  static nb::object* asarray = new nb::object(nb::module_::import_("numpy").attr("asarray"));
+  return *asarray;
+}
+
+/// `value` as shown in an error message: its repr (at most 200 characters), or its type's
+/// name when the repr raises or is not valid Unicode.
+std::string shown(nb::handle value) {
+  std::string text;
+  PyObject* repr = PyObject_Repr(value.ptr());
+  if (repr == nullptr || !nb::try_cast(nb::handle(repr), text)) {
+    PyErr_Clear();
+    text = std::string("<") + nb::type_name(value.type()).c_str() + ">";
+  }
+  Py_XDECREF(repr);
+  return text.size() > 200 ? text.substr(0, 200) + "..." : text;
+}
+
 /// A 0-d or 1-d NumPy view of `obj` (numpy.asarray), for scalar-or-array arguments.
 any_array as_vector(nb::handle obj, const char* name, std::int64_t& length) {
-  static nb::object asarray = nb::module_::import_("numpy").attr("asarray");
-  nb::object array = asarray(obj);
+  nb::object array;
+  try {
+    array = numpy_asarray()(obj);
+  } catch (const nb::python_error&) {
+    fail("append", name, shown(obj), "must be a scalar or a 1-d array");
+  }
   any_array view;
   if (!nb::try_cast(array, view) || view.ndim() > 1) {
-    fail("append", name, nb::cast<std::string>(nb::repr(obj)), "must be a scalar or a 1-d array");
+    fail("append", name, shown(obj), "must be a scalar or a 1-d array");
   }
   length = view.ndim() == 0 ? -1 : static_cast<std::int64_t>(view.shape(0));
   return view;
@@ -194,7 +257,7 @@ void fill_field(nb::handle obj, const char* name, std::int64_t n, bool allow_flo
         fail("append", arg, shown,
              sizeof(T) == 1 ? "must fit in 8 bits (frame flags)" : "must fit in int32");
       }
-      fail("append", arg, nb::cast<std::string>(nb::str(nb::handle(obj).type())),
+      fail("append", arg, nb::type_name(obj.type()).c_str(),
            allow_float ? "must be a real number" : "must be an integer");
     }
     out[static_cast<std::size_t>(i)].*field = v;
@@ -215,6 +278,124 @@ audiokv::gqa_reduce parse_mode(const std::string& mode) {
   if (mode == "mean") return audiokv::gqa_reduce::mean;
   if (mode == "max") return audiokv::gqa_reduce::max;
   fail("observe_group", "mode", mode, "must be 'mean' or 'max'");
+}
+
+/// `obj` as an int32 in [lo, 2^31): TypeError unless an int (Python or NumPy integer; bool is
+/// not one), audiokv.Error naming `name` when out of range.
+std::int32_t int32_arg(nb::handle obj, const char* where, const char* name, std::int32_t lo) {
+  if (PyBool_Check(obj.ptr()) || !PyIndex_Check(obj.ptr())) {
+    fail_type(where, name, obj, "must be an int");
+  }
+  const nb::object index = nb::steal(PyNumber_Index(obj.ptr()));
+  if (!index.is_valid()) {  // e.g. a 0-d NumPy array of another dtype
+    PyErr_Clear();
+    fail_type(where, name, obj, "must be an int");
+  }
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred() != nullptr) throw nb::python_error();
+  if (overflow != 0 || v < lo || v > std::numeric_limits<std::int32_t>::max()) {
+    fail(where, name, shown(index), lo == 0 ? "must be in [0, 2^31)" : "must fit in int32");
+  }
+  return static_cast<std::int32_t>(v);
+}
+
+/// `obj` as a UTF-8 string: TypeError naming `name` unless a str.
+std::string str_arg(nb::handle obj, const char* where, const char* name) {
+  std::string out;
+  if (!nb::isinstance<nb::str>(obj)) fail_type(where, name, obj, "must be a str");
+  if (!nb::try_cast(obj, out)) {
+    PyErr_Clear();
+    fail(where, name, shown(obj), "must be valid Unicode text");
+  }
+  return out;
+}
+
+/// Probabilities as a C-contiguous float32 array of `ndim` dimensions, other real dtypes and
+/// layouts converted: TypeError naming `name` unless array-like of real numbers,
+/// audiokv.Error when it has another number of dimensions.
+template <class Array>
+Array probs_arg(nb::handle obj, const char* where, const char* name, std::size_t ndim) {
+  Array out;
+  if (!obj.is_none() && nb::try_cast(obj, out, /*convert=*/true)) return out;
+  const char* expectation =
+      ndim == 1 ? "must be a 1-d array of real numbers" : "must be a 2-d array of real numbers";
+  nb::object array;
+  std::string kind;
+  try {
+    array = numpy_asarray()(obj);
+    kind = nb::cast<std::string>(array.attr("dtype").attr("kind"));
+  } catch (const nb::python_error&) {
+    fail_type(where, name, obj, expectation);
+  }
+  if (obj.is_none() || kind.size() != 1 || std::strchr("biuf", kind[0]) == nullptr) {
+    fail_type(where, name, obj, expectation);
+  }
+  if (nb::cast<std::size_t>(array.attr("ndim")) != ndim) {
+    fail(where, name, "shape " + shown(array.attr("shape")), expectation);
+  }
+  if (!nb::try_cast(array.attr("astype")("float32"), out, /*convert=*/true)) {
+    fail_type(where, name, obj, expectation);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plan
+
+/// A Plan of the Python package: the plan and who uses it. The calls that release the GIL
+/// hold it for their whole duration, as readers (compact, apply, the properties) or as its one
+/// writer (plan(out=...), plan_to(out=...), reserve), so no thread can reallocate or refill the
+/// arrays another one is reading. Holding it is one atomic exchange, no allocation.
+struct py_plan {
+  audiokv::eviction_plan plan;
+  std::atomic<std::int32_t> users{0};  ///< readers (> 0), the writer (-1), or none (0)
+};
+
+/// Holds a Plan for one call. A call that would conflict (a writer while any call uses the
+/// plan, a reader while it is written) raises RuntimeError instead of waiting: the holder may
+/// have released the GIL, which the waiting thread would hold.
+class plan_use {
+ public:
+  plan_use(py_plan& p, bool write, const char* name) : users_(p.users), write_(write) {
+    std::int32_t seen = users_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (write ? seen != 0 : seen < 0) {
+        throw std::runtime_error(
+            std::string("audiokv: the Plan given as '") + name + "' is " +
+            (seen < 0 ? "being refilled" : "being read") +
+            " by a call in another thread (a Plan in use can be read by several calls, "
+            "refilled by one at a time, not both)");
+      }
+      const std::int32_t next = write ? -1 : seen + 1;
+      if (users_.compare_exchange_weak(seen, next, std::memory_order_acquire,
+                                       std::memory_order_relaxed)) {
+        return;
+      }
+    }
+  }
+  ~plan_use() {
+    if (write_) {
+      users_.store(0, std::memory_order_release);
+    } else {
+      users_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  plan_use(const plan_use&) = delete;
+  plan_use& operator=(const plan_use&) = delete;
+
+ private:
+  std::atomic<std::int32_t>& users_;
+  bool write_;
+};
+
+/// `obj` as a Plan: TypeError naming `name` unless an audiokv.Plan.
+py_plan& plan_arg(nb::handle obj, const char* where, const char* name) {
+  py_plan* p = nullptr;
+  if (obj.is_none() || !nb::try_cast(obj, p, /*convert=*/false) || p == nullptr) {
+    fail_type(where, name, obj, "must be an audiokv.Plan");
+  }
+  return *p;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,6 +425,9 @@ struct py_policy {
   std::unique_ptr<audiokv::eviction_policy> policy;
   std::shared_ptr<std::atomic<bool>> busy = std::make_shared<std::atomic<bool>>(false);
   std::vector<audiokv::frame_meta> frames;  // append() staging, reused
+  /// observe() staging, reused: the policy reads this private copy while the GIL is released,
+  /// so another thread writing the caller's array cannot change values already validated.
+  std::vector<float> probs;
 
   audiokv::eviction_policy& get() { return *policy; }
 };
@@ -275,54 +459,80 @@ void append(py_policy& self, nb::handle pos, nb::handle speaker, nb::handle voic
   }
   float_vector norms;
   if (!nb::try_cast(key_norms, norms) || static_cast<std::int64_t>(norms.shape(0)) != n) {
-    fail("knorm::append_with_norms", "key_norms", nb::cast<std::string>(nb::repr(key_norms)),
+    fail("knorm::append_with_norms", "key_norms", shown(key_norms),
          "must be a 1-d float array with one norm per frame");
   }
   kn->append_with_norms(out.data(), norms.data(), count);
 }
 
-void observe(py_policy& self, const float_vector& probs) {
+void observe(py_policy& self, nb::handle probs_obj) {
   busy_guard guard(*self.busy);
+  const float_vector probs = probs_arg<float_vector>(probs_obj, "observe", "probs", 1);
   const std::int32_t n = checked_int32(probs.shape(0), "observe", "probs");
+  self.probs.assign(probs.data(), probs.data() + n);
   nb::gil_scoped_release release;
-  self.get().observe(probs.data(), n);
+  self.get().observe(self.probs.data(), n);
 }
 
-void observe_group(py_policy& self, const float_matrix& probs, const std::string& mode) {
+void observe_group(py_policy& self, nb::handle probs_obj, nb::handle mode_obj) {
   busy_guard guard(*self.busy);
+  const float_matrix probs = probs_arg<float_matrix>(probs_obj, "observe_group", "probs", 2);
   const std::int32_t g = checked_int32(probs.shape(0), "observe_group", "probs.shape[0]");
   const std::int32_t n = checked_int32(probs.shape(1), "observe_group", "probs.shape[1]");
+  const std::string mode = str_arg(mode_obj, "observe_group", "mode");
   const audiokv::gqa_reduce m = parse_mode(mode);
   audiokv::eviction_policy* p = self.policy.get();
+  if (dynamic_cast<audiokv::adakv_head*>(p) != nullptr && m != audiokv::gqa_reduce::mean) {
+    fail("adakv::observe_group", "mode", mode, "adakv pools each query row (mode 'mean' only)");
+  }
+  self.probs.assign(probs.data(), probs.data() + static_cast<std::size_t>(g) * n);
+  const float* rows = self.probs.data();
   nb::gil_scoped_release release;
   if (auto* t = dynamic_cast<audiokv::tiered_cache<>*>(p)) {
-    t->observe_group(probs.data(), g, n, m);
+    t->observe_group(rows, g, n, m);
   } else if (auto* b = dynamic_cast<audiokv::baseline_policy*>(p)) {
-    b->observe_group(probs.data(), g, n, m);
+    b->observe_group(rows, g, n, m);
   } else if (auto* a = dynamic_cast<audiokv::adakv_head*>(p)) {
-    if (m != audiokv::gqa_reduce::mean) {
-      fail("adakv::observe_group", "mode", mode, "adakv pools each query row (mode 'mean' only)");
-    }
-    a->observe_group(probs.data(), g, n);
+    a->observe_group(rows, g, n);
   } else {
     fail("observe_group", "policy", p->name(), "has no grouped observation");
   }
 }
 
-void plan_into(py_policy& self, audiokv::eviction_plan& out, bool to_target, std::int32_t target) {
+void plan_into(py_policy& self, py_plan& out, bool to_target, std::int32_t target) {
   busy_guard guard(*self.busy);
+  plan_use use(out, /*write=*/true, "out");
   nb::gil_scoped_release release;
   if (to_target) {
-    self.get().plan_to(target, out);
+    self.get().plan_to(target, out.plan);
   } else {
-    self.get().plan(out);
+    self.get().plan(out.plan);
   }
 }
 
-void apply(py_policy& self, const audiokv::eviction_plan& plan) {
+/// plan() and plan_to(): into `out` (a Plan) or, when None, into a new Plan.
+nb::object plan_or_new(py_policy& self, nb::handle out, const char* where, bool to_target,
+                       std::int32_t target) {
+  if (out.is_none()) {
+    auto* plan = new py_plan();
+    nb::object result = nb::cast(plan, nb::rv_policy::take_ownership);
+    plan_into(self, *plan, to_target, target);
+    return result;
+  }
+  py_plan* plan = nullptr;
+  if (!nb::try_cast(out, plan, /*convert=*/false) || plan == nullptr) {
+    fail_type(where, "out", out, "must be an audiokv.Plan or None");
+  }
+  plan_into(self, *plan, to_target, target);
+  return nb::borrow(out);
+}
+
+void apply(py_policy& self, nb::handle plan_obj) {
   busy_guard guard(*self.busy);
+  py_plan& plan = plan_arg(plan_obj, "apply", "plan");
+  plan_use use(plan, /*write=*/false, "plan");
   nb::gil_scoped_release release;
-  self.get().apply(plan);
+  self.get().apply(plan.plan);
 }
 
 /// A new NumPy array holding a copy of data[0, n) (plans and positions are small; a copy
@@ -348,11 +558,13 @@ template <class T>
 T option_as(nb::handle value, const char* key) {
   T out{};
   if constexpr (std::is_same_v<T, bool>) {
-    if (!PyBool_Check(value.ptr())) fail("make_policy", key, "not a bool", "must be True/False");
+    if (!PyBool_Check(value.ptr())) {
+      fail("make_policy", std::string("options.") + key, shown(value), "must be True or False");
+    }
     return value.ptr() == Py_True;
   } else {
     if (!nb::try_cast(value, out, /*convert=*/!std::is_integral_v<T>)) {
-      fail("make_policy", std::string("options.") + key, nb::cast<std::string>(nb::repr(value)),
+      fail("make_policy", std::string("options.") + key, shown(value),
            std::is_integral_v<T> ? "must be an int in range" : "must be a number");
     }
   }
@@ -366,7 +578,11 @@ audiokv::policy_options parse_options(const nb::kwargs& kwargs, bool& has_config
   audiokv::policy_options o;
   has_config = false;
   for (auto [k, v] : kwargs) {
-    const std::string key = nb::cast<std::string>(k);
+    std::string key;
+    if (!nb::try_cast(k, key)) {
+      PyErr_Clear();
+      fail("make_policy", "options", shown(k), "keys must be valid Unicode text");
+    }
     const char* c = key.c_str();
     if (key == "budget") {
       o.budget = option_as<std::int32_t>(v, c);
@@ -387,7 +603,11 @@ audiokv::policy_options parse_options(const nb::kwargs& kwargs, bool& has_config
     } else if (key == "kernel") {
       o.kernel = option_as<std::int32_t>(v, c);
     } else if (key == "reduce" || key == "pool") {  // "pool": the earlier spelling
-      const std::string reduce = nb::cast<std::string>(nb::str(v));
+      std::string reduce;
+      if (!nb::isinstance<nb::str>(v) || !nb::try_cast(v, reduce)) {
+        PyErr_Clear();
+        reduce = shown(v);
+      }
       if (reduce == "avg") {
         o.reduce = audiokv::scores::kernel_reduce::avg;
       } else if (reduce == "max") {
@@ -411,8 +631,7 @@ audiokv::policy_options parse_options(const nb::kwargs& kwargs, bool& has_config
       o.seed = option_as<std::uint64_t>(v, c);
     } else if (key == "config") {
       if (!nb::try_cast(v, o.audiokv)) {
-        fail("make_policy", "options.config", nb::cast<std::string>(nb::repr(v)),
-             "must be an audiokv.AudioKVConfig");
+        fail("make_policy", "options.config", shown(v), "must be an audiokv.AudioKVConfig");
       }
       has_config = true;
     } else if (key == "block") {
@@ -422,7 +641,7 @@ audiokv::policy_options parse_options(const nb::kwargs& kwargs, bool& has_config
     } else if (key == "slope_gain") {
       o.audiokv_pipeline.stage<1>().slope_gain = option_as<float>(v, c);
     } else {
-      fail("make_policy", "options." + key, nb::cast<std::string>(nb::repr(v)),
+      fail("make_policy", "options." + key, shown(v),
            "is not an option (budget, capacity, num_speakers, n_sink, recent_size, lru_tau, "
            "lru_tau_per_cell, window, kernel, pool, group_size, layer, num_layers, beta, "
            "tova_force_last, alpha_safeguard, seed; audiokv: config, block, level_weight, "
@@ -432,7 +651,8 @@ audiokv::policy_options parse_options(const nb::kwargs& kwargs, bool& has_config
   return o;
 }
 
-py_policy make_policy(const std::string& name, const nb::kwargs& kwargs) {
+py_policy make_policy(nb::handle name_obj, const nb::kwargs& kwargs) {
+  const std::string name = str_arg(name_obj, "make_policy", "name");
   bool has_config = false;
   audiokv::policy_options o = parse_options(kwargs, has_config);
   if (has_config && name != "audiokv") {
@@ -448,7 +668,9 @@ py_policy make_policy(const std::string& name, const nb::kwargs& kwargs) {
   return out;
 }
 
-std::vector<py_policy> make_adakv_heads(std::int32_t num_heads, const nb::kwargs& kwargs) {
+std::vector<py_policy> make_adakv_heads(nb::handle num_heads_obj, const nb::kwargs& kwargs) {
+  const std::int32_t num_heads = int32_arg(num_heads_obj, "make_adakv_heads", "num_heads",
+                                           std::numeric_limits<std::int32_t>::min());
   bool has_config = false;
   const audiokv::policy_options o = parse_options(kwargs, has_config);
   if (has_config) fail("make_adakv_heads", "options.config", "given", "adakv takes no config");
@@ -469,15 +691,33 @@ std::vector<py_policy> make_adakv_heads(std::int32_t num_heads, const nb::kwargs
 // compact(kv, plan, head=None, layout="nhd")
 
 /// K or V of one layer: [cells, dim], [cells, heads, dim] ("nhd") or [heads, cells, dim]
-/// ("hnd"), any element strides, any dtype (rows move byte for byte).
-using kv_array = nb::ndarray<nb::ro>;
+/// ("hnd"), any element strides, any dtype (rows move byte for byte). Writable: a read-only
+/// buffer (a NumPy array with writeable=False, a memoryview of bytes, a read-only DLPack
+/// tensor) does not convert.
+using kv_array = nb::ndarray<nb::device::cpu>;
+
+/// `obj` as a writable CPU array; audiokv.Error naming `name` for a read-only buffer or one
+/// outside host memory, TypeError for anything that is no array.
+kv_array writable_cpu_array(nb::handle obj, const char* where, const char* name) {
+  kv_array out;
+  if (nb::try_cast(obj, out, /*convert=*/false)) return out;
+  nb::ndarray<nb::ro> any;
+  if (obj.is_none() || !nb::try_cast(obj, any, /*convert=*/false)) {
+    fail_type(where, name, obj,
+              "must be an array with the buffer protocol or DLPack (numpy.ndarray, torch.Tensor)");
+  }
+  if (any.device_type() != nb::device::cpu::value) {
+    fail(where, name, "device type " + std::to_string(any.device_type()),
+         "must be in host memory (the Python package compacts CPU tensors only)");
+  }
+  fail(where, name, "read-only " + std::string(nb::type_name(obj.type()).c_str()),
+       "must be writable (compaction is in place)");
+}
 
 template <class Word>
 void compact_words(const kv_array& kv, const audiokv::layout_strided& layout, std::int32_t head,
                    const audiokv::eviction_plan& plan) {
-  // The view is writable: kv was checked writable by the caller.
-  Word* data = static_cast<Word*>(const_cast<void*>(kv.data()));
-  const audiokv::kv_view<Word, audiokv::layout_strided> view(data, layout);
+  const audiokv::kv_view<Word, audiokv::layout_strided> view(static_cast<Word*>(kv.data()), layout);
   if (head < 0) {
     audiokv::cpu::compact_all_heads(view, plan);
   } else {
@@ -485,21 +725,11 @@ void compact_words(const kv_array& kv, const audiokv::layout_strided& layout, st
   }
 }
 
-void compact(nb::handle kv_obj, const audiokv::eviction_plan& plan, nb::handle head_obj,
-             const std::string& layout_name) {
+void compact(nb::handle kv_obj, nb::handle plan_obj, nb::handle head_obj, nb::handle layout_obj) {
   constexpr const char* where = "compact";
-  kv_array kv;
-  if (!nb::try_cast(kv_obj, kv, /*convert=*/false)) {
-    fail(where, "kv", nb::cast<std::string>(nb::repr(nb::type_name(kv_obj.type()))),
-         "must be an array with the buffer protocol or DLPack (numpy.ndarray, torch.Tensor)");
-  }
-  if (kv.device_type() != nb::device::cpu::value) {
-    fail(where, "kv", "device type " + std::to_string(kv.device_type()),
-         "must be in host memory (the Python package compacts CPU tensors only)");
-  }
-  if (nb::hasattr(kv_obj, "flags") && !nb::cast<bool>(kv_obj.attr("flags").attr("writeable"))) {
-    fail(where, "kv", "read-only array", "must be writable (compaction is in place)");
-  }
+  const kv_array kv = writable_cpu_array(kv_obj, where, "kv");
+  py_plan& plan = plan_arg(plan_obj, where, "plan");
+  const std::string layout_name = str_arg(layout_obj, where, "layout");
   const std::size_t ndim = kv.ndim();
   if (ndim != 2 && ndim != 3) {
     fail(where, "kv.ndim", std::to_string(ndim),
@@ -530,29 +760,30 @@ void compact(nb::handle kv_obj, const audiokv::eviction_plan& plan, nb::handle h
   std::int32_t head = -1;
   if (!head_obj.is_none()) {
     if (!nb::try_cast(head_obj, head, false) || head < 0 || head >= layout.extents.num_heads) {
-      fail(where, "head", nb::cast<std::string>(nb::repr(head_obj)),
-           "must be None or an int in [0, num_heads)");
+      fail(where, "head", shown(head_obj), "must be None or an int in [0, num_heads)");
     }
   }
   const std::uint8_t bits = kv.dtype().bits;
   const std::size_t lanes = kv.dtype().lanes;
   const std::size_t bytes = lanes * bits / 8;
+  if (bytes != 1 && bytes != 2 && bytes != 4 && bytes != 8) {
+    fail(where, "kv.dtype", std::to_string(bytes) + " bytes", "must be 1, 2, 4 or 8 bytes");
+  }
+  plan_use use(plan, /*write=*/false, "plan");
   nb::gil_scoped_release release;
   switch (bytes) {
     case 1:
-      compact_words<std::uint8_t>(kv, layout, head, plan);
+      compact_words<std::uint8_t>(kv, layout, head, plan.plan);
       break;
     case 2:
-      compact_words<std::uint16_t>(kv, layout, head, plan);
+      compact_words<std::uint16_t>(kv, layout, head, plan.plan);
       break;
     case 4:
-      compact_words<std::uint32_t>(kv, layout, head, plan);
-      break;
-    case 8:
-      compact_words<std::uint64_t>(kv, layout, head, plan);
+      compact_words<std::uint32_t>(kv, layout, head, plan.plan);
       break;
     default:
-      fail(where, "kv.dtype", std::to_string(bytes) + " bytes", "must be 1, 2, 4 or 8 bytes");
+      compact_words<std::uint64_t>(kv, layout, head, plan.plan);
+      break;
   }
 }
 
@@ -560,20 +791,348 @@ void compact(nb::handle kv_obj, const audiokv::eviction_plan& plan, nb::handle h
 // Native timing of the same calls, for the Python-overhead benchmark.
 
 /// Seconds for `iterations` rounds of observe(probs) + plan(out) in a C++ loop.
-double native_observe_plan_seconds(py_policy& self, const float_vector& probs,
-                                   audiokv::eviction_plan& out, std::int64_t iterations,
-                                   bool do_plan) {
+double native_observe_plan_seconds(py_policy& self, nb::handle probs_obj, nb::handle out_obj,
+                                   std::int64_t iterations, bool do_plan) {
   busy_guard guard(*self.busy);
+  const float_vector probs = probs_arg<float_vector>(probs_obj, "observe", "probs", 1);
   const std::int32_t n = checked_int32(probs.shape(0), "observe", "probs");
+  py_plan& out = plan_arg(out_obj, "_native_observe_plan_seconds", "out");
+  plan_use use(out, /*write=*/true, "out");
+  self.probs.assign(probs.data(), probs.data() + n);
   nb::gil_scoped_release release;
   audiokv::eviction_policy& p = self.get();
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < iterations; ++i) {
-    p.observe(probs.data(), n);
-    if (do_plan) p.plan(out);
+    p.observe(self.probs.data(), n);
+    if (do_plan) p.plan(out.plan);
   }
   const auto stop = std::chrono::steady_clock::now();
   return std::chrono::duration<double>(stop - start).count();
+}
+
+/// A Plan property: the field, read while holding the plan as a reader.
+template <class T>
+auto plan_field(T audiokv::eviction_plan::*field) {
+  return [field](py_plan& p) {
+    plan_use use(p, /*write=*/false, "self");
+    return p.plan.*field;
+  };
+}
+
+/// A Plan array property: a NumPy copy of the field, made while holding the plan as a reader.
+template <class T>
+auto plan_array(std::vector<T> audiokv::eviction_plan::*field) {
+  return [field](py_plan& p) {
+    plan_use use(p, /*write=*/false, "self");
+    return to_numpy(p.plan.*field);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scores from a flash kernel's log-sum-exp (cpu/lse_scores.hpp) and plans that follow an
+// eviction chosen outside the policy (eviction_policy::plan_evicting).
+
+/// An external keep decision: the plan evicting exactly the cells where `evict_mask` is nonzero.
+nb::object plan_evicting(py_policy& self, nb::handle evict_mask, nb::handle out) {
+  constexpr const char* where = "plan_evicting";
+  std::int64_t length = 0;
+  const any_array mask = as_vector(evict_mask, "evict_mask", length);
+  if (length < 0) fail(where, "evict_mask", "a scalar", "must be a 1-d array of num_cells flags");
+  std::vector<std::uint8_t> flags(static_cast<std::size_t>(length));
+  for (std::int64_t i = 0; i < length; ++i) {
+    std::int32_t v = 0;
+    std::string shown;
+    if (read_element<std::int32_t>(mask, i, false, v, shown) != read_status::ok) {
+      fail(where, audiokv::detail::indexed("evict_mask", i),
+           nb::type_name(evict_mask.type()).c_str(), "must be a boolean or integer flag");
+    }
+    flags[static_cast<std::size_t>(i)] = v != 0 ? 1 : 0;
+  }
+  py_plan* plan = nullptr;
+  nb::object result;
+  if (out.is_none()) {
+    plan = new py_plan();
+    result = nb::cast(plan, nb::rv_policy::take_ownership);
+  } else {
+    if (!nb::try_cast(out, plan, /*convert=*/false) || plan == nullptr) {
+      fail_type(where, "out", out, "must be an audiokv.Plan or None");
+    }
+    result = nb::borrow(out);
+  }
+  busy_guard guard(*self.busy);
+  plan_use use(*plan, /*write=*/true, "out");
+  {
+    nb::gil_scoped_release release;
+    self.get().plan_evicting(flags, plan->plan);
+  }
+  return result;
+}
+
+/// One lse_scores / observe_lse call parsed from Python arguments (the arrays stay owned by
+/// their Python objects for the duration of the call).
+struct lse_call {
+  audiokv::lse_scoring s;
+  const float* k = nullptr;
+  std::int64_t k_elements = 0;
+  std::vector<std::int32_t> seq_lens, indptr, indices, last_page_len;
+};
+
+using lse_float_array = nb::ndarray<const float, nb::device::cpu>;
+
+lse_float_array lse_float_arg(nb::handle obj, const char* where, const char* name) {
+  lse_float_array a;
+  if (!nb::try_cast(obj, a, /*convert=*/false)) {
+    fail(where, name, nb::cast<std::string>(nb::repr(nb::type_name(obj.type()))),
+         "must be a float32 CPU array (numpy.ndarray or torch.Tensor; convert with "
+         ".astype(numpy.float32) / .float())");
+  }
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    if (a.stride(d) < 0)
+      fail(where, std::string(name) + ".strides", std::to_string(a.stride(d)), "must be >= 0");
+  }
+  return a;
+}
+
+std::vector<std::int32_t> lse_int_arg(nb::handle obj, const char* where, const char* name) {
+  std::int64_t length = 0;
+  const any_array a = as_vector(obj, name, length);
+  if (length < 0) fail(where, name, "a scalar", "must be a 1-d integer array");
+  std::vector<std::int32_t> out(static_cast<std::size_t>(length));
+  for (std::int64_t i = 0; i < length; ++i) {
+    std::string shown;
+    const read_status st = read_element<std::int32_t>(a, i, false, out[i], shown);
+    if (st != read_status::ok) {
+      fail(where, audiokv::detail::indexed(name, i),
+           st == read_status::out_of_range ? shown : std::string("a non-integer"),
+           "must be an int32 integer");
+    }
+  }
+  return out;
+}
+
+/// Elements from the first to one past the last element of `a` (strides >= 0).
+std::int64_t span_elements(const lse_float_array& a) {
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < a.ndim(); ++d) {
+    if (a.shape(d) == 0) return 0;
+    last += static_cast<std::int64_t>(a.shape(d) - 1) * a.stride(d);
+  }
+  return last + 1;
+}
+
+std::int32_t as_int32(std::size_t n, const char* where, const std::string& name) {
+  if (n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    fail(where, name, std::to_string(n), "must be < 2^31");
+  return static_cast<std::int32_t>(n);
+}
+
+void parse_lse_call(lse_call& c, const char* where, nb::handle q_obj, nb::handle k_obj,
+                    nb::handle lse_obj, const std::string& base, double scale,
+                    const std::string& mode, const std::string& layout, nb::handle seq_lens,
+                    nb::handle indptr, nb::handle indices, nb::handle last_page_len,
+                    lse_float_array& q, lse_float_array& k, lse_float_array& lse) {
+  if (base == "natural") {
+    c.s.base = audiokv::lse_base::natural;
+  } else if (base == "two") {
+    c.s.base = audiokv::lse_base::two;
+  } else {
+    fail(where, "base", base,
+         "must be 'natural' or 'two': the base of the kernel's LSE (FlashInfer's FA2-style "
+         "decode/prefill return base two; its cutlass backend returns natural)");
+  }
+  if (mode == "mean") {
+    c.s.mode = audiokv::gqa_reduce::mean;
+  } else if (mode == "max") {
+    c.s.mode = audiokv::gqa_reduce::max;
+  } else {
+    fail(where, "mode", mode, "must be 'mean' or 'max'");
+  }
+  const bool hnd = layout == "hnd";
+  if (!hnd && layout != "nhd") fail(where, "layout", layout, "must be 'nhd' or 'hnd'");
+  c.s.scale = static_cast<float>(scale);
+
+  q = lse_float_arg(q_obj, where, "q");
+  lse = lse_float_arg(lse_obj, where, "lse");
+  k = lse_float_arg(k_obj, where, "k");
+  if (q.ndim() != 2 && q.ndim() != 3)
+    fail(where, "q.ndim", std::to_string(q.ndim()),
+         "must be 3 ([batch, num_q_heads, head_dim]) or 2 (one sequence)");
+  const bool single = q.ndim() == 2;
+  const std::int32_t batch = single ? 1 : as_int32(q.shape(0), where, "q.shape[0]");
+  const std::int32_t hq = as_int32(q.shape(single ? 0 : 1), where, "q.shape");
+  const std::int32_t dim = as_int32(q.shape(q.ndim() - 1), where, "q.shape");
+  const bool q_dense = q.stride(q.ndim() - 1) == 1 && q.stride(q.ndim() - 2) == dim &&
+                       (single || q.stride(0) == static_cast<std::int64_t>(hq) * dim);
+  if (!q_dense)
+    fail(where, "q", "strided", "must be C-contiguous ([batch, num_q_heads, head_dim])");
+  const bool lse_shape_ok = single ? lse.ndim() == 1 && lse.shape(0) == static_cast<std::size_t>(hq)
+                                   : lse.ndim() == 2 &&
+                                         lse.shape(0) == static_cast<std::size_t>(batch) &&
+                                         lse.shape(1) == static_cast<std::size_t>(hq);
+  if (!lse_shape_ok)
+    fail(where, "lse.shape", std::to_string(lse.ndim()) + "-d",
+         "must be [batch, num_q_heads] (one value per query row of q)");
+  if (lse.stride(lse.ndim() - 1) != 1 || (!single && lse.stride(0) != hq))
+    fail(where, "lse", "strided", "must be C-contiguous");
+
+  const bool paged = !indptr.is_none();
+  std::int32_t hkv = 0;
+  std::int32_t capacity = 0;
+  auto& kv = c.s.kv;
+  if (paged) {
+    if (k.ndim() != 4)
+      fail(where, "k.ndim", std::to_string(k.ndim()),
+           "must be 4 for paged K: [pages, page_size, kv_heads, dim] ('nhd') or [pages, "
+           "kv_heads, page_size, dim] ('hnd')");
+    if (indices.is_none() || last_page_len.is_none())
+      fail(where, indices.is_none() ? "indices" : "last_page_len", "None",
+           "must be given with indptr (FlashInfer's paged layout)");
+    if (!seq_lens.is_none()) fail(where, "seq_lens", "given", "must be None with indptr");
+    c.indptr = lse_int_arg(indptr, where, "indptr");
+    c.indices = lse_int_arg(indices, where, "indices");
+    c.last_page_len = lse_int_arg(last_page_len, where, "last_page_len");
+    if (static_cast<std::int64_t>(c.indptr.size()) != static_cast<std::int64_t>(batch) + 1)
+      fail(where, "indptr.size", std::to_string(c.indptr.size()), "must be batch + 1");
+    if (static_cast<std::int64_t>(c.last_page_len.size()) != batch)
+      fail(where, "last_page_len.size", std::to_string(c.last_page_len.size()), "must be batch");
+    if (c.indptr[batch] > static_cast<std::int32_t>(c.indices.size()))
+      fail(where, "indices.size", std::to_string(c.indices.size()), "must be >= indptr[batch]");
+    kv.page_size = as_int32(k.shape(hnd ? 2 : 1), where, "k.shape");
+    hkv = as_int32(k.shape(hnd ? 1 : 2), where, "k.shape");
+    kv.page_stride = k.stride(0);
+    kv.entry_stride = k.stride(hnd ? 2 : 1);
+    kv.head_stride = k.stride(hnd ? 1 : 2);
+    kv.indptr = c.indptr.data();
+    kv.indices = c.indices.data();
+    kv.last_page_len = c.last_page_len.data();
+    // Capacity: the longest sequence (the table itself is validated by the driver).
+    for (std::int32_t b = 0; b < batch; ++b) {
+      const std::int64_t np = static_cast<std::int64_t>(c.indptr[b + 1]) - c.indptr[b];
+      if (np > 0 && c.last_page_len[b] >= 1 && c.last_page_len[b] <= kv.page_size) {
+        const std::int64_t n = (np - 1) * kv.page_size + c.last_page_len[b];
+        if (n > std::numeric_limits<std::int32_t>::max())
+          fail(where, audiokv::detail::indexed("indptr", b + 1), std::to_string(n),
+               "gives more than 2^31 cells");
+        capacity = std::max(capacity, static_cast<std::int32_t>(n));
+      }
+    }
+  } else {
+    if (!indices.is_none() || !last_page_len.is_none())
+      fail(where, !indices.is_none() ? "indices" : "last_page_len", "given",
+           "must be None without indptr (contiguous K)");
+    if (k.ndim() != (single ? 3u : 4u))
+      fail(where, "k.ndim", std::to_string(k.ndim()),
+           single ? "must be 3 for one sequence: [cells, kv_heads, dim] ('nhd') or [kv_heads, "
+                    "cells, dim] ('hnd')"
+                  : "must be 4: [batch, cells, kv_heads, dim] ('nhd') or [batch, kv_heads, cells, "
+                    "dim] ('hnd')");
+    const std::size_t o = single ? 0 : 1;
+    if (!single && k.shape(0) != static_cast<std::size_t>(batch))
+      fail(where, "k.shape[0]", std::to_string(k.shape(0)), "must equal the batch of q");
+    capacity = as_int32(k.shape(o + (hnd ? 1 : 0)), where, "k.shape");
+    hkv = as_int32(k.shape(o + (hnd ? 0 : 1)), where, "k.shape");
+    kv.seq_stride = single ? 0 : k.stride(0);
+    kv.entry_stride = k.stride(o + (hnd ? 1 : 0));
+    kv.head_stride = k.stride(o + (hnd ? 0 : 1));
+    if (seq_lens.is_none()) {
+      c.seq_lens.assign(static_cast<std::size_t>(batch), capacity);
+    } else {
+      c.seq_lens = lse_int_arg(seq_lens, where, "seq_lens");
+      if (static_cast<std::int64_t>(c.seq_lens.size()) != batch)
+        fail(where, "seq_lens.size", std::to_string(c.seq_lens.size()), "must be batch");
+    }
+    kv.seq_lens = c.seq_lens.data();
+  }
+  if (k.shape(k.ndim() - 1) != static_cast<std::size_t>(dim))
+    fail(where, "k.shape[-1]", std::to_string(k.shape(k.ndim() - 1)), "must equal q's head_dim");
+  if (k.stride(k.ndim() - 1) != 1)
+    fail(where, "k.strides[-1]", std::to_string(k.stride(k.ndim() - 1)),
+         "must be 1 (rows of head_dim contiguous floats)");
+  c.s.shape = audiokv::attention_shape{hq, hkv, dim, capacity};
+  c.s.batch = batch;
+  c.s.q = q.data();
+  c.s.lse = lse.data();
+  c.k = k.data();
+  c.k_elements = span_elements(k);
+}
+
+/// A new zero-filled float32 NumPy array of `shape`.
+nb::object zeros_f32(std::initializer_list<std::size_t> shape, float** data) {
+  std::size_t n = 1;
+  for (std::size_t d : shape) n *= d;
+  float* buf = new float[n > 0 ? n : 1]();
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  *data = buf;
+  return nb::cast(nb::ndarray<nb::numpy, float>(buf, shape.size(), shape.begin(), owner),
+                  nb::rv_policy::reference);
+}
+
+nb::object lse_scores(nb::handle q_obj, nb::handle k_obj, nb::handle lse_obj,
+                      const std::string& base, double scale, const std::string& mode,
+                      const std::string& layout, nb::handle seq_lens, nb::handle indptr,
+                      nb::handle indices, nb::handle last_page_len, bool return_probs) {
+  constexpr const char* where = "lse_scores";
+  lse_call c;
+  lse_float_array q, k, lse;
+  parse_lse_call(c, where, q_obj, k_obj, lse_obj, base, scale, mode, layout, seq_lens, indptr,
+                 indices, last_page_len, q, k, lse);
+  const auto b = static_cast<std::size_t>(c.s.batch);
+  const auto cells = static_cast<std::size_t>(c.s.shape.num_cells);
+  float* scores = nullptr;
+  float* probs = nullptr;
+  nb::object scores_obj =
+      zeros_f32({b, static_cast<std::size_t>(c.s.shape.num_kv_heads), cells}, &scores);
+  nb::object probs_obj;
+  if (return_probs)
+    probs_obj = zeros_f32({b, static_cast<std::size_t>(c.s.shape.num_q_heads), cells}, &probs);
+  {
+    nb::gil_scoped_release release;
+    audiokv::cpu::lse_scores(c.s, c.k, c.k_elements, scores, probs);
+  }
+  if (return_probs) return nb::make_tuple(scores_obj, probs_obj);
+  return scores_obj;
+}
+
+void observe_lse(nb::handle policies, nb::handle q_obj, nb::handle k_obj, nb::handle lse_obj,
+                 const std::string& base, double scale, const std::string& mode,
+                 const std::string& layout, nb::handle seq_lens, nb::handle indptr,
+                 nb::handle indices, nb::handle last_page_len, double mass_tolerance) {
+  constexpr const char* where = "observe_lse";
+  lse_call c;
+  lse_float_array q, k, lse;
+  parse_lse_call(c, where, q_obj, k_obj, lse_obj, base, scale, mode, layout, seq_lens, indptr,
+                 indices, last_page_len, q, k, lse);
+  const std::size_t want =
+      static_cast<std::size_t>(c.s.batch) * static_cast<std::size_t>(c.s.shape.num_kv_heads);
+  std::vector<py_policy*> owners;
+  for (nb::handle item : nb::iter(policies)) {
+    py_policy* p = nullptr;
+    if (!nb::try_cast(item, p) || p == nullptr)
+      fail(where, audiokv::detail::indexed("policies", static_cast<long long>(owners.size())),
+           nb::cast<std::string>(nb::repr(nb::type_name(item.type()))),
+           "must be an audiokv.Policy");
+    owners.push_back(p);
+  }
+  if (owners.size() != want)
+    fail(where, "len(policies)", std::to_string(owners.size()),
+         ("must be batch * num_kv_heads = " + std::to_string(want) +
+          " (sequence-major: policies[b * num_kv_heads + h])")
+             .c_str());
+  // One guard per busy flag (the heads of an adakv group share theirs).
+  std::vector<std::unique_ptr<busy_guard>> guards;
+  std::vector<const std::atomic<bool>*> taken;
+  std::vector<audiokv::eviction_policy*> raw;
+  for (py_policy* p : owners) {
+    if (std::find(taken.begin(), taken.end(), p->busy.get()) == taken.end()) {
+      guards.push_back(std::make_unique<busy_guard>(*p->busy));
+      taken.push_back(p->busy.get());
+    }
+    raw.push_back(&p->get());
+  }
+  std::vector<float> workspace(audiokv::cpu::observe_lse_workspace_floats(c.s));
+  nb::gil_scoped_release release;
+  audiokv::cpu::observe_lse(c.s, c.k, c.k_elements, raw.data(), static_cast<float>(mass_tolerance),
+                            workspace.data(), workspace.size());
 }
 
 }  // namespace
@@ -648,41 +1207,59 @@ NB_MODULE(_ext, m) {
       .def("retention_frames", &cfg::retention_frames);
 
   using plan_t = audiokv::eviction_plan;
-  nb::class_<plan_t>(m, "Plan")
+  nb::class_<py_plan>(m, "Plan")
       .def(nb::init<>())
       .def(
-          "reserve", [](plan_t& p, std::int32_t capacity) { p.reserve(capacity); }, "capacity"_a)
-      .def_prop_ro("evict", [](const plan_t& p) { return to_numpy(p.evict); })
-      .def_prop_ro("move_to", [](const plan_t& p) { return to_numpy(p.move_to); })
-      .def_prop_ro("promote", [](const plan_t& p) { return to_numpy(p.promote); })
-      .def_prop_ro("demote", [](const plan_t& p) { return to_numpy(p.demote); })
-      .def_ro("n_kv_before", &plan_t::n_kv_before)
-      .def_ro("n_kv_after", &plan_t::n_kv_after)
-      .def_ro("ratio", &plan_t::ratio)
-      .def_ro("normalized_entropy", &plan_t::normalized_entropy)
-      .def_ro("protections_released", &plan_t::protections_released)
-      .def_ro("generation", &plan_t::generation)
-      .def("empty", &plan_t::empty)
-      .def("__repr__", [](const plan_t& p) {
-        return "audiokv.Plan(n_kv_before=" + std::to_string(p.n_kv_before) +
-               ", n_kv_after=" + std::to_string(p.n_kv_after) +
-               ", evicted=" + std::to_string(p.evict.size()) + ")";
+          "reserve",
+          [](py_plan& p, nb::handle capacity) {
+            const std::int32_t c = int32_arg(capacity, "Plan.reserve", "capacity", 0);
+            plan_use use(p, /*write=*/true, "self");
+            p.plan.reserve(c);
+          },
+          "capacity"_a.none(), nb::sig("def reserve(self, capacity: int) -> None"))
+      .def_prop_ro("evict", plan_array(&plan_t::evict))
+      .def_prop_ro("move_to", plan_array(&plan_t::move_to))
+      .def_prop_ro("promote", plan_array(&plan_t::promote))
+      .def_prop_ro("demote", plan_array(&plan_t::demote))
+      .def_prop_ro("n_kv_before", plan_field(&plan_t::n_kv_before))
+      .def_prop_ro("n_kv_after", plan_field(&plan_t::n_kv_after))
+      .def_prop_ro("ratio", plan_field(&plan_t::ratio))
+      .def_prop_ro("normalized_entropy", plan_field(&plan_t::normalized_entropy))
+      .def_prop_ro("protections_released", plan_field(&plan_t::protections_released))
+      .def_prop_ro("generation", plan_field(&plan_t::generation))
+      .def("empty",
+           [](py_plan& p) {
+             plan_use use(p, /*write=*/false, "self");
+             return p.plan.empty();
+           })
+      .def("__repr__", [](py_plan& p) -> std::string {
+        try {
+          plan_use use(p, /*write=*/false, "self");
+          return "audiokv.Plan(n_kv_before=" + std::to_string(p.plan.n_kv_before) +
+                 ", n_kv_after=" + std::to_string(p.plan.n_kv_after) +
+                 ", evicted=" + std::to_string(p.plan.evict.size()) + ")";
+        } catch (const std::runtime_error&) {
+          return "audiokv.Plan(being refilled by another thread)";
+        }
       });
 
   nb::class_<py_policy>(m, "Policy")
       .def_prop_ro("name", [](py_policy& s) { return std::string(s.get().name()); })
-      .def("append", &append, "pos"_a, "speaker"_a = 0, "voice"_a = 1.0f, "flags"_a = 0,
-           "prior"_a = 0.0f, "key_norms"_a = nb::none(),
+      .def("append", &append, "pos"_a.none(), "speaker"_a.none() = 0, "voice"_a.none() = 1.0f,
+           "flags"_a.none() = 0, "prior"_a.none() = 0.0f, "key_norms"_a.none() = nb::none(),
            nb::sig("def append(self, pos: numpy.typing.ArrayLike, speaker: numpy.typing.ArrayLike "
                    "= 0, voice: numpy.typing.ArrayLike = 1.0, flags: numpy.typing.ArrayLike = 0, "
                    "prior: numpy.typing.ArrayLike = 0.0, key_norms: numpy.typing.ArrayLike | None "
                    "= None) -> None"),
            "Appends frames at positions `pos` (scalar or 1-d, strictly increasing); the other "
            "fields are scalars or arrays of the same length. `key_norms`: knorm only.")
-      .def("observe", &observe, "probs"_a,
+      .def("observe", &observe, "probs"_a.none(),
+           nb::sig("def observe(self, probs: numpy.typing.ArrayLike) -> None"),
            "One step's attention probabilities [num_cells] (float32, C-contiguous; other real "
            "dtypes are converted), finite and >= 0. Releases the GIL.")
-      .def("observe_group", &observe_group, "probs"_a, "mode"_a = "mean",
+      .def("observe_group", &observe_group, "probs"_a.none(), "mode"_a.none() = "mean",
+           nb::sig("def observe_group(self, probs: numpy.typing.ArrayLike, mode: str = 'mean') "
+                   "-> None"),
            "GQA: the probabilities of one group's query heads, [group, num_cells], reduced per "
            "cell by mode ('mean' or 'max'). Releases the GIL.")
       .def("wants_eviction",
@@ -692,31 +1269,18 @@ NB_MODULE(_ext, m) {
            })
       .def(
           "plan",
-          [](py_policy& s, nb::object out) {
-            if (out.is_none()) {
-              auto* plan = new plan_t();
-              nb::object result = nb::cast(plan, nb::rv_policy::take_ownership);
-              plan_into(s, *plan, false, 0);
-              return result;
-            }
-            plan_into(s, nb::cast<plan_t&>(out), false, 0);
-            return out;
-          },
-          "out"_a = nb::none())
+          [](py_policy& s, nb::handle out) { return plan_or_new(s, out, "plan", false, 0); },
+          "out"_a.none() = nb::none(), nb::sig("def plan(self, out: Plan | None = None) -> Plan"))
       .def(
           "plan_to",
-          [](py_policy& s, std::int32_t target, nb::object out) {
-            if (out.is_none()) {
-              auto* plan = new plan_t();
-              nb::object result = nb::cast(plan, nb::rv_policy::take_ownership);
-              plan_into(s, *plan, true, target);
-              return result;
-            }
-            plan_into(s, nb::cast<plan_t&>(out), true, target);
-            return out;
+          [](py_policy& s, nb::handle target, nb::handle out) {
+            const std::int32_t t = int32_arg(target, "plan_to", "target_cells",
+                                             std::numeric_limits<std::int32_t>::min());
+            return plan_or_new(s, out, "plan_to", true, t);
           },
-          "target"_a, "out"_a = nb::none())
-      .def("apply", &apply, "plan"_a,
+          "target"_a.none(), "out"_a.none() = nb::none(),
+          nb::sig("def plan_to(self, target: int, out: Plan | None = None) -> Plan"))
+      .def("apply", &apply, "plan"_a.none(), nb::sig("def apply(self, plan: Plan) -> None"),
            "Commits a plan this policy made for its current state (a stale plan raises "
            "audiokv.Error). Apply the same plan to the K/V first (audiokv.compact).")
       .def_prop_ro("num_cells",
@@ -753,20 +1317,55 @@ NB_MODULE(_ext, m) {
           "[num_cells] pool of each cell (0 buffer, 1 base, 2 emergency), or None for a "
           "single-pool policy.")
       .def("__repr__", [](py_policy& s) {
-        return std::string("audiokv.Policy('") + s.get().name() +
-               "', num_cells=" + std::to_string(s.get().num_cells()) +
-               ", budget=" + std::to_string(s.get().budget()) + ")";
+        std::string state;
+        try {
+          busy_guard guard(*s.busy);
+          state = "num_cells=" + std::to_string(s.get().num_cells()) +
+                  ", budget=" + std::to_string(s.get().budget());
+        } catch (const std::runtime_error&) {
+          state = "running a call in another thread";
+        }
+        return std::string("audiokv.Policy('") + s.get().name() + "', " + state + ")";
       });
 
-  m.def("make_policy", &make_policy, "name"_a, "options"_a);
-  m.def("make_adakv_heads", &make_adakv_heads, "num_heads"_a, "options"_a);
-  m.def("compact", &compact, "kv"_a, "plan"_a, "head"_a = nb::none(), "layout"_a = "nhd",
+  m.def("make_policy", &make_policy, "name"_a.none(), "options"_a,
+        nb::sig("def make_policy(name: str, **options) -> Policy"));
+  m.def("make_adakv_heads", &make_adakv_heads, "num_heads"_a.none(), "options"_a,
+        nb::sig("def make_adakv_heads(num_heads: int, **options) -> list[Policy]"));
+  m.def("compact", &compact, "kv"_a.none(), "plan"_a.none(), "head"_a.none() = nb::none(),
+        "layout"_a.none() = "nhd",
         nb::sig("def compact(kv: typing.Any, plan: Plan, head: int | None = None, layout: str = "
                 "'nhd') -> None"),
         "Moves the kept rows of K or V by plan.move_to, in place (zero-copy). kv: a writable CPU "
         "array or tensor (NumPy, or anything with DLPack such as torch), any dtype and strides: "
         "[cells, dim], [cells, heads, dim] (layout 'nhd') or [heads, cells, dim] ('hnd'). "
         "head: one head's rows only (per-head plans), or None for every head.");
-  m.def("_native_observe_plan_seconds", &native_observe_plan_seconds, "policy"_a, "probs"_a,
-        "out"_a, "iterations"_a, "plan"_a = true);
+  m.def("_native_observe_plan_seconds", &native_observe_plan_seconds, "policy"_a, "probs"_a.none(),
+        "out"_a.none(), "iterations"_a, "plan"_a = true);
+
+  // ---- scores from a flash kernel's log-sum-exp; plans of an outside selection ----
+  {
+    nb::object policy_cls = m.attr("Policy");
+    nb::setattr(
+        policy_cls, "plan_evicting",
+        nb::cpp_function(&plan_evicting, nb::scope(policy_cls), nb::name("plan_evicting"),
+                         nb::is_method(), "evict_mask"_a.none(), "out"_a.none() = nb::none(),
+                         nb::sig("def plan_evicting(self, evict_mask: numpy.typing.ArrayLike, "
+                                 "out: Plan | None = None) -> Plan"),
+                         "The plan evicting exactly the cells where evict_mask is nonzero: an "
+                         "eviction chosen outside the policy (an engine's or a wrapper's own "
+                         "keep set). apply() it to make the policy follow the engine's memory; "
+                         "no protection applies."));
+  }
+  m.def("lse_scores", &lse_scores, "q"_a, "k"_a, "lse"_a, nb::kw_only(), "base"_a, "scale"_a,
+        "mode"_a = "mean", "layout"_a = "nhd", "seq_lens"_a = nb::none(), "indptr"_a = nb::none(),
+        "indices"_a = nb::none(), "last_page_len"_a = nb::none(), "return_probs"_a = false,
+        "Per-cell attention probabilities p = base^(scale q.k - lse) from the LSE a flash "
+        "kernel returns, GQA-reduced per KV head (see audiokv.lse_scores).");
+  m.def("observe_lse", &observe_lse, "policies"_a, "q"_a, "k"_a, "lse"_a, nb::kw_only(), "base"_a,
+        "scale"_a, "mode"_a = "mean", "layout"_a = "nhd", "seq_lens"_a = nb::none(),
+        "indptr"_a = nb::none(), "indices"_a = nb::none(), "last_page_len"_a = nb::none(),
+        "mass_tolerance"_a = 1e-3,
+        "lse_scores folded straight into policies[b * num_kv_heads + h].observe() (see "
+        "audiokv.observe_lse).");
 }

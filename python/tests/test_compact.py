@@ -103,3 +103,35 @@ def test_compact_torch_cpu_tensor_through_dlpack():
     assert kv.data_ptr() == pointer
     index = torch.as_tensor(kept)
     assert torch.equal(kv[0, :, :20], original[0][:, index])
+
+
+def read_only_buffers():
+    """Read-only 2-d [20, 4] uint8 views: of an immutable bytes object, of a bytearray through
+    a read-only memoryview, and a NumPy array over bytes (np.frombuffer)."""
+    data = bytes(range(80))
+    mutable = bytearray(range(80))
+    return [
+        ("memoryview(bytes)", data, memoryview(data).cast("B", (20, 4))),
+        ("readonly memoryview(bytearray)", mutable, memoryview(mutable).toreadonly().cast("B", (20, 4))),
+        ("np.frombuffer(bytes)", data, np.frombuffer(data, dtype=np.uint8).reshape(20, 4)),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_compact_rejects_every_read_only_buffer_before_writing(index):
+    _, plan, _ = planned(20, 5)
+    label, owner, view = read_only_buffers()[index]
+    before = bytes(owner)
+    with pytest.raises(audiokv.Error) as info:
+        audiokv.compact(view, plan)
+    assert info.value.argument == "kv", label
+    assert "writable" in str(info.value)
+    assert bytes(owner) == before, f"{label}: compact wrote into read-only memory"
+
+
+def test_compact_accepts_a_writable_memoryview():
+    _, plan, kept = planned(20, 5)
+    data = bytearray(range(80))
+    reference = np.frombuffer(bytes(data), dtype=np.uint8).reshape(20, 4)[kept].copy()
+    audiokv.compact(memoryview(data).cast("B", (20, 4)), plan)
+    assert np.array_equal(np.frombuffer(bytes(data), dtype=np.uint8).reshape(20, 4)[:5], reference)

@@ -162,3 +162,87 @@ def test_concurrent_use_of_one_policy_raises_instead_of_racing():
             raised += 1
     thread.join()
     assert raised > 0
+
+
+def kv_of(policy):
+    return np.arange(policy.num_cells * 4, dtype=np.float32).reshape(policy.num_cells, 4)
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda p: p.plan(out=np.zeros(3)), "out"),
+        (lambda p: p.plan(np.zeros(3)), "out"),
+        (lambda p: p.plan_to(3, out=1), "out"),
+        (lambda p: p.plan_to("3"), "target_cells"),
+        (lambda p: p.plan_to(None), "target_cells"),
+        (lambda p: p.apply(None), "plan"),
+        (lambda p: p.apply(np.zeros(3)), "plan"),
+        (lambda p: p.observe(None), "probs"),
+        (lambda p: p.observe("abc"), "probs"),
+        (lambda p: p.observe_group(np.ones((2, 10), np.float32), mode=3), "mode"),
+        (lambda p: audiokv.compact(kv_of(p), None), "plan"),
+        (lambda p: audiokv.compact(kv_of(p), p.plan_to(3), layout=1), "layout"),
+        (lambda p: audiokv.compact(None, p.plan_to(3)), "kv"),
+        (lambda p: audiokv.Plan().reserve("8"), "capacity"),
+        (lambda p: audiokv.make_policy(None, budget=4), "name"),
+        (lambda p: audiokv.make_adakv_heads("2", budget=4), "num_heads"),
+    ],
+)
+def test_wrong_types_raise_type_error_naming_the_argument(call, argument):
+    a, b = make_pair()
+    with pytest.raises(TypeError) as info:
+        call(a)
+    assert getattr(info.value, "argument", None) == argument, str(info.value)
+    assert argument in str(info.value)
+    assert_same_state(a, b)
+
+
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda p: p.plan_to(2**40), "target_cells"),
+        (lambda p: p.plan_to(-(2**63)), "target_cells"),
+        (lambda p: p.observe(np.ones((2, 10), np.float32) / 10), "probs"),
+        (lambda p: p.observe_group(np.ones(10, np.float32) / 10), "probs"),
+        (lambda p: audiokv.Plan().reserve(-1), "capacity"),
+        (lambda p: audiokv.Plan().reserve(2**31), "capacity"),
+        (lambda p: audiokv.make_adakv_heads(2**40, budget=4), "num_heads"),
+        (lambda p: p.append(None), "pos"),
+        (lambda p: p.append(20, voice=None), "voice"),
+    ],
+)
+def test_out_of_range_and_misshapen_values_raise_error_naming_the_argument(call, argument):
+    a, b = make_pair()
+    with pytest.raises(audiokv.Error) as info:
+        call(a)
+    assert info.value.argument == argument, str(info.value)
+    assert_same_state(a, b)
+
+
+def test_rejected_plan_out_keeps_the_policy_and_the_plan():
+    """plan(out=...) with a wrong type changes neither; a Plan given as out is refilled."""
+    a, b = make_pair()
+    plan = a.plan_to(5)
+    before = plan.move_to.tolist()
+    with pytest.raises(TypeError):
+        a.plan(out=[plan])
+    assert plan.move_to.tolist() == before
+    assert_same_state(a, b)
+
+
+def test_config_fields_name_themselves_on_a_wrong_type():
+    config = audiokv.AudioKVConfig(budget=100)
+    with pytest.raises(TypeError) as info:
+        config.budget = "x"
+    assert info.value.argument == "config.budget"
+    with pytest.raises(TypeError) as info:
+        config.split = 3
+    assert info.value.argument == "config.split"
+    with pytest.raises(audiokv.Error) as info:
+        config.budget = 2**40
+    assert info.value.argument == "config.budget"
+    with pytest.raises(audiokv.Error) as info:
+        config.budgt = 5  # a misspelt field is not silently added
+    assert info.value.argument == "config.budgt"
+    assert config.budget == 100

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// A reference of the protection rules, written from the specification and the README's
+/// A reference of the protection rules, written from the specification and docs/design.md's
 /// Decisions table, for tests that drive a tiered_cache. It keeps its own record of every cell
 /// (position, flags, pool) from the frames the test appends and the plans it applies, and it
 /// never asks the cache which cells are protected. The rules, per plan:

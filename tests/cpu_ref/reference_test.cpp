@@ -118,7 +118,7 @@ TEST(Reference, PagedAddressingGivesTheSameAttention) {
 }
 
 // median_rows against sorted windows (edges replicated); trend_rows against Holt's method
-// worked out by hand (README, Decisions): level s = w m + (1 - w)(s_prev + d_prev), slope
+// worked out by hand (docs/design.md, Decisions): level s = w m + (1 - w)(s_prev + d_prev), slope
 // d = g (s - s_prev) + (1 - g) d_prev, s_0 = m_0, d_0 = 0, output max(s, 0) while the state
 // keeps the unclamped level. Cells past num_cells in each row are left alone.
 TEST(Reference, SequenceStagesMatchHandComputedValues) {

@@ -155,10 +155,12 @@ TEST(CudaPageGranular, KeepMaskEqualsTheCpuRewrite) {
   std::mt19937 rng(31);
   for (int round = 0; round < 40; ++round) {
     const std::int32_t P = round % 2 == 0 ? 4 : 16;
-    const std::int32_t n = 1 + static_cast<std::int32_t>(rng() % 2000);
+    // More than one page (make_page_granular rejects P >= n when the plan evicts).
+    const std::int32_t n = P + 1 + static_cast<std::int32_t>(rng() % 2000);
     const audiokv::page_score_rule rule =
         round % 3 == 0 ? audiokv::page_score_rule::max : audiokv::page_score_rule::mean;
-    // A cell-granular plan evicting e random cells, with distinct random scores.
+    // A cell-granular plan evicting e random unprotected cells, with distinct random scores
+    // (a protected cell it evicted would be a due cell, which only the host rewrite handles).
     audiokv::eviction_plan plan;
     plan.n_kv_before = n;
     std::vector<std::uint8_t> prot(n);
@@ -166,7 +168,7 @@ TEST(CudaPageGranular, KeepMaskEqualsTheCpuRewrite) {
     for (std::int32_t c = 0; c < n; ++c) {
       plan.scores.push_back(static_cast<float>(rng() % 1000000) / 1000.0f);
       prot[c] = rng() % 40 == 0 ? 1 : 0;
-      const bool out = rng() % 5 == 0;
+      const bool out = rng() % 5 == 0 && prot[c] == 0;
       plan.move_to.push_back(out ? -1 : kept++);
       if (out) plan.evict.push_back(c);
     }
@@ -208,6 +210,21 @@ TEST(CudaHoleFill, BadArgumentsAreRejectedBeforeLaunch) {
                             nullptr, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(cu::page_keep_mask(nullptr, 4, 0, nullptr, nullptr), cudaErrorInvalidValue);
+  // Page arithmetic beyond core::max_table_cells (INT32_MAX overflowed (p + 1) * page_size).
+  float f = 0.0f;
+  std::uint8_t u = 0;
+  constexpr std::int32_t kMax = 0x7FFFFFFF;
+  EXPECT_EQ(
+      cu::page_scores(&f, nullptr, 300, kMax, audiokv::page_score_rule::mean, &f, &u, nullptr),
+      cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_keep_mask(&u, 300, kMax, &u, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_keep_mask(&u, 3, (1 << 30) + 1, &u, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(cu::page_keep_mask(&u, (1 << 30) + 1, 1, &u, nullptr), cudaErrorInvalidValue);
+  const cu::paged_shape huge{1, 2, 1 << 30};
+  EXPECT_EQ(cu::paged_compact(huge, &dummy, &dummy, &dummy, &u, nullptr, 0, &dummy, &dummy, &dummy,
+                              &dummy, &dummy, &dummy, nullptr, nullptr, layout, nullptr,
+                              ~std::size_t{0}, nullptr),
+            cudaErrorInvalidValue);
   EXPECT_EQ(cu::hole_fill_from_mask(nullptr, 4, &dummy, &dummy, &dummy, &dummy, nullptr, nullptr, 0,
                                     nullptr),
             cudaErrorInvalidValue);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/device_buffer.hpp"
+#include "cuda/host_dtype.hpp"
 #include "cuda/tolerance.hpp"
 
 namespace {
@@ -40,23 +41,8 @@ std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.f
   return v;
 }
 
-template <class T>
-T from_f(float x);
-template <>
-float from_f<float>(float x) {
-  return x;
-}
-template <>
-__half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-float to_f(float x) { return x; }
-float to_f(__half x) { return __half2float(x); }
-float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+using audiokv::test::from_f;
+using audiokv::test::to_f;
 
 template <class T>
 void run_attention(cu::dtype type, int d, int hq, int hkv, int n, bool with_v, int live) {

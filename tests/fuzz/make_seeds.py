@@ -5,8 +5,8 @@
 WAV seeds: valid 16-bit PCM (mono, stereo, WAVE_FORMAT_EXTENSIBLE, an odd-sized extra chunk)
 and typical corrupt ones. Model seeds: a tiny but complete CTranslate2 WhisperSpec model.bin
 (d_model 4, one encoder and one decoder layer, vocabulary 3) that whisper_weights::load
-accepts, an int8 variant with per-row scales, and truncations. The policy_fuzzer seeds are
-fuzzer-grown (libFuzzer -merge) and not regenerated here.
+accepts, an int8 variant with per-row scales, and truncations. The policy_fuzzer and
+page_granular_fuzzer seeds are fuzzer-grown (libFuzzer -merge) and not regenerated here.
 """
 import os
 import struct

@@ -117,6 +117,9 @@ TEST(MovedFrom, TieredCacheIsValidAndEmptyForEveryCall) {
   a.plan_to(0, plan);
   EXPECT_TRUE(plan.empty());
   a.apply(plan);
+  a.plan_evicting(span<const std::uint8_t>(), plan);
+  EXPECT_TRUE(plan.empty());
+  rejected([&] { a.plan_evicting(std::vector<std::uint8_t>(1, 1), plan); }, "evict_mask.size()");
   const tiered_cache<>* heads[2] = {&a, &b};
   eviction_plan plans[2];
   tiered_cache<>::plan_heads(span<const tiered_cache<>* const>(heads, 2),
@@ -288,6 +291,7 @@ TEST(MovedFrom, AdakvHandleAndGroup) {
   rejected([&] { handle.plan(plan); }, "group");
   rejected([&] { handle.plan_to(1, plan); }, "group");
   rejected([&] { handle.apply(plan); }, "group");
+  rejected([&] { handle.plan_evicting(span<const std::uint8_t>(), plan); }, "group");
   handle = moved;  // a handle assigned to it works again
   EXPECT_EQ(handle.num_cells(), 12);
 

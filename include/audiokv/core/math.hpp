@@ -35,6 +35,14 @@ AUDIOKV_HOST_DEVICE float exp_of(float x) {
   return std::exp(x);
 #endif
 }
+/// 2^x in float: exp2f on the device, std::exp2 on the host.
+AUDIOKV_HOST_DEVICE float exp2_of(float x) {
+#if defined(AUDIOKV_DEVICE_PASS)
+  return ::exp2f(x);
+#else
+  return std::exp2(x);
+#endif
+}
 /// ln x in float: logf on the device, std::log on the host.
 AUDIOKV_HOST_DEVICE float log_of(float x) {
 #if defined(AUDIOKV_DEVICE_PASS)

@@ -37,20 +37,36 @@
 
 namespace audiokv::core {
 
+/// Cells one page table may address: every sequence's pages together (indptr[batch] x
+/// page_size), or the whole pages covering one sequence's cells. 2^30, so the sum of any two
+/// cell indices or counts of an accepted table, and a block-strided loop stepping past its
+/// last cell, stay within int32.
+inline constexpr std::int32_t max_table_cells = std::int32_t{1} << 30;
+
+/// True when `pages` pages of `page_size` cells hold at most max_table_cells cells
+/// (pages x page_size <= 2^30, decided without forming the product), pages >= 0 and
+/// page_size >= 1. The entry points that take a page table or a page size check it first.
+AUDIOKV_HOST_DEVICE constexpr bool table_cells_fit(std::int64_t pages, std::int32_t page_size) {
+  return pages >= 0 && page_size >= 1 && pages <= max_table_cells / page_size;
+}
+
 /// Cells held by a sequence of num_pages pages whose last page holds last_page_len cells.
+/// No overflow when table_cells_fit(num_pages, page_size) and 1 <= last_page_len <= page_size.
 AUDIOKV_HOST_DEVICE std::int32_t sequence_cells(std::int32_t num_pages, std::int32_t last_page_len,
                                                 std::int32_t page_size) {
   return num_pages > 0 ? (num_pages - 1) * page_size + last_page_len : 0;
 }
 
-/// Pages needed by n cells: ceil(n / page_size).
+/// Pages needed by n >= 0 cells: ceil(n / page_size), as n / P + (n % P != 0) so that no
+/// intermediate exceeds n (no overflow for any n >= 0, page_size >= 1).
 AUDIOKV_HOST_DEVICE std::int32_t pages_for(std::int32_t n, std::int32_t page_size) {
-  return (n + page_size - 1) / page_size;
+  return n / page_size + (n % page_size != 0 ? 1 : 0);
 }
 
-/// Entries used in the last of pages_for(n) pages (0 when n == 0).
+/// Entries used in the last of pages_for(n) pages (0 when n == 0): (n - 1) % P + 1, which
+/// equals n - (pages_for(n) - 1) * P and never overflows.
 AUDIOKV_HOST_DEVICE std::int32_t last_page_len_for(std::int32_t n, std::int32_t page_size) {
-  return n > 0 ? n - (pages_for(n, page_size) - 1) * page_size : 0;
+  return n > 0 ? (n - 1) % page_size + 1 : 0;
 }
 
 /// True when any of the `len` cells of one page is kept.
@@ -61,20 +77,21 @@ AUDIOKV_HOST_DEVICE bool page_has_kept(const std::uint8_t* keep, std::int32_t le
   return false;
 }
 
-/// Cells in new page k of a sequence of n_kept cells.
+/// Cells in new page k (0 <= k < pages_for(n_kept)) of a sequence of n_kept cells. k x P <
+/// n_kept for such k, so nothing overflows.
 AUDIOKV_HOST_DEVICE std::int32_t page_fill(std::int32_t n_kept, std::int32_t page_size,
                                            std::int32_t k) {
   return min_of(page_size, n_kept - k * page_size);
 }
 
 /// Old page (position within the sequence's page list) that new page k reuses in place, or -1
-/// when k is a copy page (rule 2).
+/// when k is a copy page (rule 2). 0 <= k < pages_for(n_kept, page_size).
 /// @param src_of [n_kept] old cell index of every new cell (t -> c).
 AUDIOKV_HOST_DEVICE std::int32_t aligned_source_page(const std::int32_t* src_of,
                                                      std::int32_t n_kept, std::int32_t page_size,
                                                      std::int32_t k) {
   const std::int32_t first = k * page_size;
-  const std::int32_t last = min_of(first + page_size, n_kept) - 1;
+  const std::int32_t last = first + page_fill(n_kept, page_size, k) - 1;  // no first + P
   const std::int32_t d_first = src_of[first] - first;
   const std::int32_t d_last = src_of[last] - last;
   if (d_first != d_last || d_first % page_size != 0) return -1;
@@ -124,6 +141,44 @@ struct kv_addressing {
     if (page_indices == nullptr) return cell * entry_stride + head * head_stride;
     const std::int64_t page = page_indices[cell / page_size];
     return page * page_stride + (cell % page_size) * entry_stride + head * head_stride;
+  }
+};
+
+/// K (or V) of a batch of sequences: either a FlashInfer-style CSR page table over one page pool
+/// (indptr != nullptr: sequence b owns pages indices[indptr[b] .. indptr[b+1]), the last holding
+/// last_page_len[b] cells) or contiguous per-sequence rows (indptr == nullptr: sequence b holds
+/// seq_lens[b] cells starting seq_stride * b elements into the tensor). Row (cell, head) of
+/// sequence b starts at sequence_offset(b) + sequence(b).row_offset(cell, head).
+struct kv_batch_addressing {
+  const std::int32_t* indptr = nullptr;         ///< [batch + 1] or nullptr (contiguous)
+  const std::int32_t* indices = nullptr;        ///< [indptr[batch]] page ids (paged)
+  const std::int32_t* last_page_len = nullptr;  ///< [batch] cells in each last page (paged)
+  const std::int32_t* seq_lens = nullptr;       ///< [batch] cells per sequence (contiguous)
+  std::int32_t page_size = 1;                   ///< cells per page (paged)
+  std::int64_t page_stride = 0;                 ///< elements between pages (paged)
+  std::int64_t seq_stride = 0;                  ///< elements between sequences (contiguous)
+  std::int64_t entry_stride = 0;                ///< elements between cells of a page / sequence
+  std::int64_t head_stride = 0;                 ///< elements between heads
+
+  /// True for the CSR page-table form.
+  AUDIOKV_HOST_DEVICE bool paged() const { return indptr != nullptr; }
+
+  /// Cells held by sequence b.
+  AUDIOKV_HOST_DEVICE std::int32_t num_cells(std::int32_t b) const {
+    return paged() ? sequence_cells(indptr[b + 1] - indptr[b], last_page_len[b], page_size)
+                   : seq_lens[b];
+  }
+
+  /// Element offset of sequence b's base (0 for the paged form: its pages carry the offset).
+  AUDIOKV_HOST_DEVICE std::int64_t sequence_offset(std::int32_t b) const {
+    return paged() ? 0 : b * seq_stride;
+  }
+
+  /// Cell -> row addressing of sequence b, relative to sequence_offset(b).
+  AUDIOKV_HOST_DEVICE kv_addressing sequence(std::int32_t b) const {
+    return paged() ? kv_addressing{indices + indptr[b], page_size, page_stride, entry_stride,
+                                   head_stride}
+                   : kv_addressing{nullptr, 1, 0, entry_stride, head_stride};
   }
 };
 

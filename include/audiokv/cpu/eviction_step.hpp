@@ -230,12 +230,13 @@ class eviction_step {
     const float entry = live0 > 0 ? importance[order_[base + live0 - 1]] : 0.0f;
     const std::int32_t group = config_.group;
     const float alpha = config_.alpha;
-    // The GQA reduction row by row (core::reduce_group's folds, in its order), each
-    // probability checked as it is read, then the EMA: every loop is contiguous and vectorises.
+    // The GQA reduction row by row (core::group_fold over g = 0 .. G - 1, reduce_group's
+    // order), each probability checked as it is read, then the EMA: every loop is contiguous
+    // and vectorises.
     int valid = 1;
     for (std::int32_t s = 0; s < live; ++s) {
       valid &= static_cast<int>(core::is_valid_attention(probs[s]));
-      next[s] = probs[s];
+      next[s] = core::group_fold(0.0f, probs[s], 0, config_.reduce);
     }
     const gqa_reduce reduce = config_.reduce;
     for (std::int32_t g = 1; g < group; ++g) {
@@ -243,18 +244,18 @@ class eviction_step {
       if (reduce == gqa_reduce::max) {
         for (std::int32_t s = 0; s < live; ++s) {
           valid &= static_cast<int>(core::is_valid_attention(row[s]));
-          next[s] = core::reduce_group_fold(next[s], row[s], gqa_reduce::max);
+          next[s] = core::group_fold(next[s], row[s], 1, gqa_reduce::max);
         }
       } else {
         for (std::int32_t s = 0; s < live; ++s) {
           valid &= static_cast<int>(core::is_valid_attention(row[s]));
-          next[s] = core::reduce_group_fold(next[s], row[s], gqa_reduce::mean);
+          next[s] = core::group_fold(next[s], row[s], 1, gqa_reduce::mean);
         }
       }
     }
     for (std::int32_t s = 0; s < live; ++s) {
       next[s] = core::importance_update(s < live0 ? importance[s] : entry,
-                                        core::reduce_group_finish(next[s], group, reduce), alpha);
+                                        core::group_finish(next[s], group, reduce), alpha);
     }
     return valid != 0;
   }

@@ -107,7 +107,9 @@ inline void keep_first_pages(paged_compaction& out, std::int32_t b, const std::i
   out.new_last_page_len[b] = core::last_page_len_for(n_after, page_size);
 }
 
-/// Checks the CSR table of a batch before anything is written.
+/// Checks the CSR table of a batch before anything is written: page_size >= 1, batch >= 0,
+/// indptr from 0 and non-decreasing, last_page_len in [1, page_size] for non-empty sequences,
+/// and indptr[batch] x page_size <= core::max_table_cells.
 inline void validate_page_table(const char* where, const std::int32_t* indices,
                                 const std::int32_t* indptr, const std::int32_t* last_page_len,
                                 std::int32_t batch, std::int32_t page_size) {
@@ -119,7 +121,8 @@ inline void validate_page_table(const char* where, const std::int32_t* indices,
                   "must hold the batch's page table");
   AUDIOKV_REQUIRE(indptr[0] == 0, where, "indptr[0]", indptr[0], "must be 0");
   for (std::int32_t b = 0; b < batch; ++b) {
-    const std::int32_t np = indptr[b + 1] - indptr[b];
+    // In 64 bits: indptr[b + 1] may be any int32 until it is checked here.
+    const std::int64_t np = std::int64_t{indptr[b + 1]} - indptr[b];
     AUDIOKV_REQUIRE(np >= 0, where, ::audiokv::detail::indexed("indptr", b + 1), indptr[b + 1],
                     "must be >= indptr[b]");
     AUDIOKV_REQUIRE(np == 0 || (last_page_len[b] >= 1 && last_page_len[b] <= page_size), where,
@@ -128,6 +131,13 @@ inline void validate_page_table(const char* where, const std::int32_t* indices,
   }
   AUDIOKV_REQUIRE(indptr[batch] == 0 || indices != nullptr, where, "indices", "nullptr",
                   "must hold indptr[batch] page ids");
+  // Every cell index and keep-mask offset of the table then fits in int32 (core/paged.hpp).
+  AUDIOKV_REQUIRE(core::table_cells_fit(indptr[batch], page_size), where,
+                  ::audiokv::detail::indexed("indptr", batch), indptr[batch],
+                  ::audiokv::detail::describe("x page_size (", page_size,
+                                              ") must be <= ", core::max_table_cells,
+                                              " cells (core::max_table_cells)")
+                      .c_str());
 }
 
 /// out := the input table unchanged (nothing freed, nothing moved).
@@ -154,8 +164,9 @@ inline void unchanged_table(const std::int32_t* indices, const std::int32_t* ind
 ///                       does not allocate
 /// @param ws             scratch; reserved with ws.reserve(max pages of a sequence, page_size)
 ///                       it does not allocate
-/// @throws audiokv::error naming "page_size", "batch", "indptr[b]", "last_page_len[b]" or
-///         "num_spare"; `out` is then unchanged.
+/// @throws audiokv::error naming "page_size", "batch", "indptr[b]" (also when indptr[batch] x
+///         page_size exceeds core::max_table_cells), "last_page_len[b]" or "num_spare"; `out` is
+///         then unchanged.
 inline void plan_paged_compaction(const std::int32_t* indices, const std::int32_t* indptr,
                                   const std::int32_t* last_page_len, std::int32_t batch,
                                   std::int32_t page_size, const std::uint8_t* keep,

@@ -21,6 +21,7 @@
 #include "launch/attention.cuh"
 #include "launch/compact.cuh"
 #include "launch/hole_fill.cuh"
+#include "launch/lse.cuh"
 #include "launch/page_granular.cuh"
 #include "launch/paged.cuh"
 #include "launch/pipeline.cuh"

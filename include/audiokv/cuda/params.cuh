@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "../core/gqa.hpp"
+#include "../core/lse.hpp"
 #include "../core/online_softmax.hpp"
 #include "../core/paged.hpp"
 #include "../types/attention_shape.hpp"
@@ -53,6 +54,24 @@ struct attention_params {
   gqa_reduce mode = gqa_reduce::mean;
 };
 
+/// @brief Parameters of lse_scores_kernel (see cuda/launch/lse.cuh lse_scores).
+template <class T>
+struct lse_params {
+  const float* q = nullptr;                        ///< [batch, num_q_heads, head_dim]
+  const float* lse = nullptr;                      ///< [batch, num_q_heads]
+  const T* k = nullptr;                            ///< K rows addressed by kv (unit dim stride)
+  core::kv_batch_addressing kv{};                  ///< sequence -> rows (device pointers)
+  float* scores = nullptr;                         ///< [batch, num_kv_heads, row_stride] or nullptr
+  float* probs = nullptr;                          ///< [batch, num_q_heads, row_stride] or nullptr
+  std::int64_t row_stride = 0;                     ///< floats between output rows
+  std::int32_t num_q_heads = 0;                    ///< query heads
+  std::int32_t num_kv_heads = 0;                   ///< KV heads
+  std::int32_t group_size = 0;                     ///< query heads per KV head
+  float scale = 0.0f;                              ///< logit scale
+  core::lse_base base{};                           ///< base of lse
+  core::gqa_reduce mode = core::gqa_reduce::mean;  ///< group reduction
+};
+
 /// @brief Byte layout of a K or V tensor for row moves: row (cell, head) starts at
 /// page(cell) * page_stride + entry(cell) * entry_stride + head * head_stride (bytes) and is
 /// row_bytes long. Contiguous tensors use page_stride 0 and the cell index as entry.
@@ -68,6 +87,8 @@ struct row_layout {
 
 static_assert(std::is_trivially_copyable_v<attention_params<float>>,
               "audiokv::cuda::attention_params must be trivially copyable to pass to a kernel.");
+static_assert(std::is_trivially_copyable_v<lse_params<float>>,
+              "audiokv::cuda::lse_params must be trivially copyable to pass to a kernel.");
 static_assert(std::is_trivially_copyable_v<row_layout>,
               "audiokv::cuda::row_layout must be trivially copyable to pass to a kernel.");
 static_assert(std::is_trivially_copyable_v<core::kv_addressing>,

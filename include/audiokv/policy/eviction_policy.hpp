@@ -27,7 +27,8 @@ namespace audiokv::policy {
 /// before anything is read) or as (pointer, count) where the count is the length (append,
 /// observe); std::vector and arrays convert to the span forms.
 ///
-/// Plans: plan() and plan_to() are const and write only into `out`; apply() accepts only a
+/// Plans: plan(), plan_to() and plan_evicting() are const and write only into `out`; apply()
+/// accepts only a
 /// plan made by this object (eviction_plan::cache_id == id()) for its current state
 /// (eviction_plan::generation).
 ///
@@ -86,6 +87,14 @@ class eviction_policy {
   /// says where it ends. Throws for a negative target, and where a policy documents it (knorm
   /// without the key norms of a cell).
   virtual void plan_to(std::int32_t target_cells, eviction_plan& out) const = 0;
+
+  /// The plan that evicts exactly the cells marked in `evict_mask` (nonzero = evict), for an
+  /// eviction chosen outside the policy: the engine's own selection, or a wrapper that decides
+  /// the keep set from this policy's scores. apply() of it makes the policy follow the engine's
+  /// memory. No protection applies: the engine has already dropped (or is dropping) the cells.
+  /// Const like plan(): writes only into `out`.
+  /// @throws audiokv::error naming "evict_mask.size()" unless it equals num_cells().
+  virtual void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const = 0;
 
   /// Commits a plan made by this object for its current state.
   /// @throws audiokv::error naming "plan.cache_id" for another cache's plan (both ids in the

@@ -4,6 +4,13 @@
 /// audiokv::make_page_granular): page scores and candidates from one sequence's cell scores,
 /// then — after cuda::select_lowest over the pages — the cell keep mask of the kept pages, which
 /// cuda::paged_compact turns into freed pages with no row copy.
+/// The device path is the rule for plans that evict no protected cell (page_protection::page,
+/// no due cell): it then equals make_page_granular. A plan that evicts protected cells (its
+/// emergency pool's overflow, released boundary protections) is rewritten on the host by
+/// make_page_granular, which evicts those due cells too.
+/// Both launchers return cudaErrorInvalidValue, before any launch, for num_cells < 0,
+/// page_size < 1, pages_for(num_cells) x page_size > core::max_table_cells or a missing
+/// buffer.
 /// Launcher contract (stream, workspace, graph capture, errors): cuda/launch.cuh.
 #pragma once
 
@@ -27,6 +34,7 @@ inline cudaError_t page_scores(const float* cell_scores, const std::uint8_t* pro
                                std::int32_t num_cells, std::int32_t page_size, page_score_rule rule,
                                float* page_scores, std::uint8_t* candidate, cudaStream_t stream) {
   if (num_cells < 0 || page_size < 1 ||
+      !core::table_cells_fit(core::pages_for(num_cells, page_size), page_size) ||
       (num_cells > 0 && (cell_scores == nullptr || page_scores == nullptr || candidate == nullptr)))
     return cudaErrorInvalidValue;
   if (num_cells == 0) return cudaSuccess;
@@ -42,6 +50,7 @@ inline cudaError_t page_scores(const float* cell_scores, const std::uint8_t* pro
 inline cudaError_t page_keep_mask(const std::uint8_t* evict_pages, std::int32_t num_cells,
                                   std::int32_t page_size, std::uint8_t* keep, cudaStream_t stream) {
   if (num_cells < 0 || page_size < 1 ||
+      !core::table_cells_fit(core::pages_for(num_cells, page_size), page_size) ||
       (num_cells > 0 && (evict_pages == nullptr || keep == nullptr)))
     return cudaErrorInvalidValue;
   if (num_cells == 0) return cudaSuccess;

@@ -20,7 +20,9 @@ namespace audiokv::cuda {
 struct paged_shape {
   /// Sequences in the batch.
   std::int32_t batch = 0;
-  std::int32_t nnz_pages = 0;  ///< indptr[batch] (an upper bound is fine)
+  /// indptr[batch] (an upper bound is fine); nnz_pages x page_size must stay within
+  /// core::max_table_cells, so that every cell index of the kernels fits in int32.
+  std::int32_t nnz_pages = 0;
   /// Cells per page (P).
   std::int32_t page_size = 1;
 };
@@ -46,7 +48,9 @@ inline std::size_t paged_workspace_bytes(const paged_shape& shape) {
 /// @param status       [2] {1 ok / 0 spares short (table unchanged, nothing moved), spares
 ///                     needed}
 /// @param k_pages, v_pages  page stores to move rows in (either may be nullptr), both with `layout`
-/// Five launches on `stream`; never allocates or synchronises.
+/// Five launches on `stream`; never allocates or synchronises. cudaErrorInvalidValue, before any
+/// launch, for batch < 0, page_size < 1, nnz_pages < 0, nnz_pages x page_size >
+/// core::max_table_cells, num_spare < 0 or a workspace below paged_workspace_bytes(shape).
 inline cudaError_t paged_compact(const paged_shape& shape, const std::int32_t* indices,
                                  const std::int32_t* indptr, const std::int32_t* last_page_len,
                                  const std::uint8_t* keep, const std::int32_t* spare_pages,
@@ -56,8 +60,8 @@ inline cudaError_t paged_compact(const paged_shape& shape, const std::int32_t* i
                                  std::int32_t* status, void* k_pages, void* v_pages,
                                  const row_layout& layout, void* workspace,
                                  std::size_t workspace_bytes, cudaStream_t stream) {
-  if (shape.batch < 0 || shape.nnz_pages < 0 || shape.page_size < 1 || num_spare < 0 ||
-      workspace_bytes < paged_workspace_bytes(shape))
+  if (shape.batch < 0 || !core::table_cells_fit(shape.nnz_pages, shape.page_size) ||
+      num_spare < 0 || workspace_bytes < paged_workspace_bytes(shape))
     return cudaErrorInvalidValue;
   if (shape.batch == 0) return cudaSuccess;
   kernels::paged_table t{indices,     indptr,      last_page_len,   keep,

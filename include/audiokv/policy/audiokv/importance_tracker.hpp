@@ -322,17 +322,17 @@ class importance_tracker {
           const float* next = row + static_cast<std::int64_t>(g) * n;
           if (mode == gqa_reduce::max) {
             for (std::int32_t k = 0; k < len; ++k) {
-              reduced[k] = core::reduce_group_fold(acc[k], next[k], gqa_reduce::max);
+              reduced[k] = core::group_fold(acc[k], next[k], g, gqa_reduce::max);
             }
           } else {
             for (std::int32_t k = 0; k < len; ++k) {
-              reduced[k] = core::reduce_group_fold(acc[k], next[k], gqa_reduce::mean);
+              reduced[k] = core::group_fold(acc[k], next[k], g, gqa_reduce::mean);
             }
           }
         }
         if (mode == gqa_reduce::mean) {
           for (std::int32_t k = 0; k < len; ++k) {
-            reduced[k] = core::reduce_group_finish(reduced[k], group_size, gqa_reduce::mean);
+            reduced[k] = core::group_finish(reduced[k], group_size, gqa_reduce::mean);
           }
         }
         row = reduced;

@@ -375,6 +375,22 @@ class tiered_cache final : public eviction_policy {
     make_planner().plan_down_to(target_cells, /*use_ratio=*/false, out);
   }
 
+  /// The plan evicting exactly the marked cells (an engine's or a wrapper's own selection):
+  /// no promotion, no demotion, no protection; kept cells keep their pools.
+  /// @throws audiokv::error naming "evict_mask.size()" unless it equals num_cells().
+  void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const override {
+    AUDIOKV_REQUIRE(
+        evict_mask.size() == static_cast<std::size_t>(store_.size()), "tiered_cache::plan_evicting",
+        "evict_mask.size()", evict_mask.size(),
+        ::audiokv::detail::describe("must equal num_cells() = ", store_.size()).c_str());
+    std::uint8_t* mask = store_.clear_evict_mask(out);
+    for (std::int32_t j = 0; j < store_.size(); ++j) mask[j] = evict_mask[j] != 0;
+    store_.build_plan(out);
+    out.scores.clear();
+    out.ratio = 0.0f;
+    out.normalized_entropy = 1.0f;
+  }
+
   void apply(const eviction_plan& plan) override {
     store_.validate_plan("tiered_cache::apply", plan);
     std::int64_t emergency_evicted = 0;

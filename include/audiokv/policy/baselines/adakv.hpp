@@ -206,6 +206,12 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
     for (const std::uint8_t done : pending_.applied) all = all && done;
     if (all) pending_.valid = false;
   }
+  /// Head h's plan evicting exactly the marked cells (see eviction_policy::plan_evicting).
+  void plan_head_evicting(std::int32_t h, span<const std::uint8_t> evict_mask,
+                          eviction_plan& out) const {
+    check_head("adakv_group::plan_evicting", h);
+    heads_[h]->plan_evicting(evict_mask, out);
+  }
   /// Head `h` for mutation (append, observe).
   /// @throws audiokv::error naming "head" when h is out of range.
   snapkv& mutable_head(std::int32_t h) {
@@ -373,6 +379,9 @@ class adakv_head final : public eviction_policy {
   }
   const std::int32_t* positions() const noexcept override {
     return head_ptr() ? head_ptr()->positions() : nullptr;
+  }
+  void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const override {
+    require_group("adakv::plan_evicting").plan_head_evicting(head_, evict_mask, out);
   }
 
  private:

@@ -131,7 +131,7 @@ class baseline_policy : public eviction_policy {
   /// Builds a plan that evicts exactly the cells marked in `evict_mask` (1 = evict), for hosts
   /// or group planners (adakv_group) that select cells themselves.
   /// @throws audiokv::error naming "evict_mask.size()" unless it equals num_cells().
-  void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const {
+  void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const final {
     AUDIOKV_REQUIRE(
         evict_mask.size() == static_cast<std::size_t>(store_.size()), sites_.plan,
         "evict_mask.size()", evict_mask.size(),
