@@ -2,9 +2,13 @@
 // The per-step observe cost of the AudioKV policy beside an Eigen decode-attention step on the
 // same shapes (8 KV heads, head_dim 128, one query head per KV head), so the ratios come from one
 // run: observe() of one probability row and observe_group() of a GQA group of 4 rows, for all 8
-// KV heads. Counter ns_per_cell: per cell and per KV head.
+// KV heads; and cpu::eviction_step (the device step's CPU reference) on 8 rows with GQA groups
+// of 4, in steady state (one appended cell per step, evicting at its trigger), which reads every
+// probability of the step once (importance EMA, with the check of each value folded in).
+// Counter ns_per_cell: per cell and per KV head.
 #include <benchmark/benchmark.h>
 
+#include <audiokv/cpu/eviction_step.hpp>
 #include <audiokv/eigen.hpp>
 
 #include <random>
@@ -82,6 +86,28 @@ void BM_ObsObserveGroup4(benchmark::State& state) {
   per_cell(state, cells);
 }
 
+/// cpu::eviction_step of 8 rows (GQA groups of 4, stable compaction without K/V), after a
+/// prefill to the trigger: every iteration is one decode step (append, importance of every
+/// cell, and the eviction whenever a row reaches its trigger).
+void BM_ObsCpuEvictionStep(benchmark::State& state) {
+  const auto capacity = static_cast<std::int32_t>(state.range(0));
+  audiokv::eviction_step_config c;
+  c.num_kv_heads = kKvHeads;
+  c.group = kGroup;
+  c.capacity = capacity;
+  c.head_dim = kHeadDim;
+  c.compaction = audiokv::step_compaction::stable;
+  audiokv::cpu::eviction_step<> step(c);
+  const auto probs = random_rows(c.prob_rows(), capacity, 4);
+  for (std::int32_t i = 0; i < c.trigger_cells(); ++i)
+    step.step(probs.data(), capacity, nullptr, nullptr);
+  for (auto _ : state) {
+    step.step(probs.data(), capacity, nullptr, nullptr);
+    benchmark::ClobberMemory();
+  }
+  per_cell(state, step.live(0));
+}
+
 void cell_sizes(benchmark::internal::Benchmark* b) {
   for (std::int64_t n : {4096, 32768}) b->Arg(n);
   b->Unit(benchmark::kMicrosecond);
@@ -90,6 +116,7 @@ void cell_sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_ObsEigenAttention)->Apply(cell_sizes);
 BENCHMARK(BM_ObsObserve)->Apply(cell_sizes);
 BENCHMARK(BM_ObsObserveGroup4)->Apply(cell_sizes);
+BENCHMARK(BM_ObsCpuEvictionStep)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -40,6 +40,14 @@ template <class Value>
   throw error(argument, message.str());
 }
 
+/// Builds "<where>: <argument>: <detail>" and throws audiokv::error naming `argument`: for an
+/// argument whose value has no short printed form (a byte buffer, a table), `detail` names the
+/// part that is wrong, what it holds and what it must be.
+[[noreturn]] inline void throw_invalid_part(const char* where, const std::string& argument,
+                                            const std::string& detail) {
+  throw error(argument, "audiokv::" + std::string(where) + ": " + argument + ": " + detail);
+}
+
 /// Argument name with an index, e.g. indexed("attention", 17) == "attention[17]".
 inline std::string indexed(const char* name, long long index) {
   return std::string(name) + "[" + std::to_string(index) + "]";

@@ -4,7 +4,10 @@
 /// Decisions table, for tests that drive a tiered_cache. It keeps its own record of every cell
 /// (position, flags, pool) from the frames the test appends and the plans it applies, and it
 /// never asks the cache which cells are protected. The rules, per plan:
-///   recent window: the newest ceil(min_retention_ms / frame_ms) positions are never evicted;
+///   recent window: the newest ceil(min_retention_ms / frame_ms) positions are never evicted,
+///        or, when shrink_recent_window and that window plus a full emergency pool would reach
+///        the trigger level ceil(trigger x B), the newest
+///        max(0, ceil(trigger x B) - 1 - floor(split.emergency x B)) positions;
 ///   emergency pool: sinks are never evicted; emergency cells (frames flagged segment_start,
 ///        critical or sink) are evicted only while the pool holds more than
 ///        floor(split.emergency * B) cells, at most that excess, oldest first among the
@@ -16,6 +19,7 @@
 /// Sized once in the constructor: append, check and apply never allocate.
 #pragma once
 
+#include <algorithm>
 #include <audiokv/policy/audiokv_config.hpp>
 #include <audiokv/types/eviction_plan.hpp>
 #include <audiokv/types/frame.hpp>
@@ -64,7 +68,7 @@ struct protection_report {
 class protection_oracle {
  public:
   protection_oracle(const audiokv_config& config, std::int32_t capacity)
-      : recent_(frames_for(config.min_retention_ms, config.frame_ms)),
+      : recent_(recent_window(config)),
         horizon_(frames_for(config.boundary_horizon_ms, config.frame_ms)),
         radius_(config.boundary_radius),
         emergency_cap_(static_cast<std::int64_t>(
@@ -157,6 +161,17 @@ class protection_oracle {
   const pool_tier* tiers() const { return tier_.data(); }
 
  private:
+  /// The recent window by the rule in the file comment, from the configuration's fields.
+  static std::int64_t recent_window(const audiokv_config& c) {
+    const std::int64_t asked = frames_for(c.min_retention_ms, c.frame_ms);
+    if (!c.shrink_recent_window) return asked;
+    const auto trigger = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(std::ceil(static_cast<double>(c.trigger) * c.budget - 1e-9)));
+    const auto emergency = static_cast<std::int64_t>(
+        std::floor(static_cast<double>(c.split.emergency) * c.budget + 1e-9));
+    return std::max<std::int64_t>(0, std::min(asked, trigger - 1 - emergency));
+  }
+
   /// ceil(ms / frame_ms): the frames a span of ms covers.
   static std::int64_t frames_for(float ms, float frame_ms) {
     return static_cast<std::int64_t>(

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -446,6 +447,98 @@ TEST(CpuEvictionStep, ArgumentErrorsNameTheArgumentAndChangeNothing) {
   }
   EXPECT_EQ(s.live(0), 0);
   EXPECT_EQ(s.statistics().steps, 0);
+}
+
+/// Everything a step leaves observable, to prove a rejected step changed nothing.
+template <class Step>
+std::vector<float> observable_state(const Step& s) {
+  std::vector<float> out;
+  for (std::int32_t r = 0; r < s.config().rows(); ++r) {
+    out.push_back(static_cast<float>(s.live(r)));
+    for (std::int32_t i = 0; i < s.live(r); ++i) {
+      out.push_back(s.importance(r)[i]);
+      out.push_back(static_cast<float>(s.positions(r)[i]));
+      out.push_back(static_cast<float>(s.order(r)[i]));
+    }
+  }
+  const auto st = s.statistics();
+  for (const std::int64_t v : {st.steps, st.evictions, st.cells_evicted, st.rows_moved}) {
+    out.push_back(static_cast<float>(v));
+  }
+  return out;
+}
+
+// A NaN, an infinity or a negative probability (which made an importance of -0.149) is named
+// with its query-head row and slot and its value, in any row, before any row changes.
+TEST(CpuEvictionStep, NonFiniteAndNegativeProbabilitiesAreRejectedBeforeAnyRowChanges) {
+  auto c = small_config(step_compaction::hole_fill);
+  c.batch = 2;
+  c.group = 2;  // probability rows: 4 (2 rows x 2 query heads)
+  audiokv::cpu::eviction_step<> s(c);
+  engine e(c);
+  std::mt19937 rng(5);
+  std::vector<float> probs(static_cast<std::size_t>(c.prob_rows()) * c.capacity);
+  for (int step = 0; step < 12; ++step) {  // fill past the trigger, with evictions
+    for (auto& p : probs) p = static_cast<float>(rng() % 16) / 32.0f;
+    e.append(s);
+    s.step(probs.data(), c.capacity, e.k.data(), e.v.data());
+  }
+  ASSERT_GT(s.statistics().evictions, 0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float bad : {nan, -nan, inf, -inf, -0.5f, -1e-30f}) {
+    for (const std::int32_t q : {0, 1, 3}) {  // row 0's heads, then row 1's second head
+      const auto before = observable_state(s);
+      std::vector<float> p(probs.size(), 0.05f);
+      const std::int32_t slot = s.live(q / c.group);  // the cell the step appends
+      p[static_cast<std::size_t>(q) * c.capacity + slot] = bad;
+      try {
+        s.step(p.data(), c.capacity, e.k.data(), e.v.data());
+        FAIL() << "accepted " << bad;
+      } catch (const audiokv::error& err) {
+        EXPECT_EQ(err.argument(), "probs[" + std::to_string(q) + "][" + std::to_string(slot) + "]");
+        EXPECT_NE(std::string(err.what()).find("must be finite and >= 0"), std::string::npos)
+            << err.what();
+      }
+      EXPECT_EQ(observable_state(s), before) << "a rejected step changed the state";
+    }
+  }
+  // -0 is a valid zero probability; the step then goes on as before.
+  std::vector<float> p(probs.size(), 0.05f);
+  p[0] = -0.0f;
+  e.append(s);
+  EXPECT_NO_THROW(s.step(p.data(), c.capacity, e.k.data(), e.v.data()));
+  for (std::int32_t r = 0; r < c.rows(); ++r) EXPECT_TRUE(e.rows_match(s, r)) << r;
+  for (std::int32_t r = 0; r < c.rows(); ++r) {
+    for (std::int32_t i = 0; i < s.live(r); ++i) EXPECT_GE(s.importance(r)[i], 0.0f);
+  }
+}
+
+// A moved-from step keeps no rows: step() says so instead of indexing the arrays the move
+// took, its readers report no rows, and assigning a step revives it.
+TEST(CpuEvictionStep, AMovedFromStepHoldsNoRowsAndRejectsStep) {
+  const auto c = small_config(step_compaction::hole_fill);
+  audiokv::cpu::eviction_step<> a(c);
+  std::vector<float> probs(static_cast<std::size_t>(c.prob_rows()) * c.capacity, 0.1f);
+  for (int i = 0; i < 4; ++i) a.step(probs.data(), c.capacity, nullptr, nullptr);
+  audiokv::cpu::eviction_step<> b = std::move(a);
+  EXPECT_EQ(b.live(0), 4);
+  EXPECT_EQ(b.statistics().steps, 4);
+  EXPECT_EQ(a.config().rows(), 0);
+  EXPECT_EQ(a.statistics(), audiokv::eviction_step_statistics{});
+  try {
+    a.step(probs.data(), c.capacity, nullptr, nullptr);
+    FAIL() << "a moved-from step ran";
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), "this");
+  }
+  b.step(probs.data(), c.capacity, nullptr, nullptr);
+  EXPECT_EQ(b.live(0), 5);
+  a = std::move(b);
+  EXPECT_EQ(a.live(0), 5);
+  a.step(probs.data(), c.capacity, nullptr, nullptr);
+  EXPECT_EQ(a.statistics().steps, 6);
+  EXPECT_EQ(b.config().rows(), 0);
 }
 
 TEST(EvictionStepCore, ProtectionTriggerAndCount) {

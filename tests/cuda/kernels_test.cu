@@ -219,6 +219,32 @@ TEST(CudaSelection, IdenticalSetsToCpuIncludingTies) {
   }
 }
 
+// NaN scores (which the device cannot reject) rank lowest on both backends: the device's keys
+// and the CPU reference's partition use the one total order of core/selection.hpp.
+TEST(CudaSelection, NanScoresRankLowestAsOnTheCpu) {
+  REQUIRE_DEVICE();
+  const int rows = 4, n = 3000;
+  std::mt19937 gen(17);
+  std::vector<float> s(static_cast<std::size_t>(rows) * n);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const float x = static_cast<float>(gen() % 64) / 64.0f - 0.25f;
+    s[i] = i % 3 == 0 ? (i % 2 == 0 ? std::nanf("") : -std::nanf("")) : x;
+  }
+  std::vector<std::int32_t> k = {1, 500, 1000, 2999};
+  std::vector<std::uint8_t> ev_r(s.size());
+  ref::select_lowest(s.data(), nullptr, rows, n, n, k.data(), ev_r.data());
+  dbuf<float> ds(s);
+  dbuf<std::uint8_t> dev(s.size());
+  dbuf<std::int32_t> dk(k);
+  const std::size_t ws = cu::select_workspace_bytes(rows, n);
+  dbuf<unsigned char> dws(ws);
+  ASSERT_EQ(cu::select_lowest(ds.p, nullptr, rows, n, n, dk.p, dev.p, nullptr, dws.p, ws, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto ev = dev.down();
+  for (std::size_t i = 0; i < s.size(); ++i) ASSERT_EQ(ev[i], ev_r[i]) << i;
+}
+
 TEST(CudaCompaction, MoveToAndGatherAreExact) {
   REQUIRE_DEVICE();
   const int n = 20000, heads = 8, d = 128, rows = heads;

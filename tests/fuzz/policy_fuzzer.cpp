@@ -472,7 +472,7 @@ class session {
     const std::int32_t n = cache_.num_cells();
     const auto& cfg = cache_.config();
     const std::int64_t recent_from =
-        static_cast<std::int64_t>(newest_) - cfg.retention_frames() + 1;
+        static_cast<std::int64_t>(newest_) - cfg.recent_window_frames() + 1;
     std::int32_t emergency = 0;
     for (std::int32_t j = 0; j < n; ++j) emergency += cache_.tiers()[j] == pool_tier::emergency;
     const std::int32_t overflow = std::max(0, emergency - cache_.emergency_pool_cells());
@@ -545,8 +545,10 @@ class session {
     plan_valid_ = ok;
     if (!ok) return;
     check_plan_shape(plan_);
-    // "An eviction down to exactly min(num_cells(), target_cells) cells."
-    CHECK(plan_.n_kv_after == std::min(n, target), plan_.n_kv_after, target);
+    // "An eviction down to min(num_cells(), target_cells) cells, or ... down to
+    // protected_cells()."
+    CHECK(plan_.n_kv_after == std::max(std::min(n, target), cache_.protected_cells()),
+          plan_.n_kv_after, target);
     check_protection(plan_);
   }
 

@@ -366,6 +366,62 @@ TEST(Snapshot, BoundariesWhoseFramesLeftAreCarried) {
   EXPECT_EQ(state_of(target), state_of(source));
 }
 
+// The generation counts appends, applies, resets and restores; a snapshot near 2^64 made
+// the restored counter wrap, and a plan made before the restore matched again after a few
+// appends. Any generation from 2^63 on is rejected, before anything changes.
+TEST(Snapshot, AGenerationThatCouldWrapIsRejected) {
+  const snapshot_fixture f;
+  tiered_cache<> target(f.config);
+  target.reserve(f.source.capacity());
+  target.restore(f.snap);
+  eviction_plan stale;
+  target.plan_to(target.num_cells() - 1, stale);  // made before the restore below: stale
+  for (const std::uint64_t generation :
+       {std::uint64_t{1} << 63, (std::uint64_t{1} << 63) + 5, ~std::uint64_t{0}}) {
+    bytes bad = snapshot_of(target);
+    write_u64(bad, generation_at, generation);
+    fix_checksum(bad);
+    expect_rejected(target, bad, "generation must be below 2^63");
+  }
+  // 2^64 - 2: a restore would set the counter to 2^64 - 1, and stale.generation + 1 empty
+  // appends (each a new generation, with the same cells) would wrap it to the stale plan's.
+  bytes wrapping = snapshot_of(target);
+  write_u64(wrapping, generation_at, ~std::uint64_t{0} - 1);
+  fix_checksum(wrapping);
+  expect_rejected(target, wrapping, "generation must be below 2^63");
+  for (std::uint64_t i = 0; i <= stale.generation; ++i) target.append(nullptr, 0);
+  EXPECT_THROW(target.apply(stale), error);
+  // The highest accepted generation leaves 2^63 counts before a wrap.
+  bytes top = snapshot_of(target);
+  write_u64(top, generation_at, (std::uint64_t{1} << 63) - 1);
+  fix_checksum(top);
+  target.restore(top);
+  EXPECT_EQ(read_u64(snapshot_of(target), generation_at), std::uint64_t{1} << 63);
+  EXPECT_THROW(target.apply(stale), error);
+}
+
+// A bad field names the field with its value, not the snapshot: "snapshot: header word 3 must
+// be 0 (it is 7; ...)", where the message used to read "snapshot = 7".
+TEST(Snapshot, AFieldErrorNamesTheFieldAndItsValue) {
+  const snapshot_fixture f;
+  tiered_cache<> target(f.config);
+  target.reserve(f.source.capacity());
+  bytes bad = f.snap;
+  bad[12] = std::byte{7};  // header word 3
+  fix_checksum(bad);
+  try {
+    target.restore(bad);
+    FAIL() << "accepted";
+  } catch (const error& e) {
+    EXPECT_EQ(e.argument(), "snapshot");
+    const std::string what = e.what();
+    EXPECT_NE(what.find("snapshot: header word 3 must be 0 (it is 7; the field ends at byte 16)"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("snapshot = "), std::string::npos) << what;
+  }
+}
+
 TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
   const snapshot_fixture f;
   const std::vector<std::function<void(audiokv_config&)>> changes = {
@@ -506,11 +562,9 @@ TEST(Snapshot, RandomMutationsAreRejectedOrRestoreAUsableCache) {
       ASSERT_LT(target.positions()[j - 1], target.positions()[j]);
     }
     eviction_plan plan;
-    try {
-      target.plan_to(target.num_cells() / 2, plan);  // throws when protection forbids it
-    } catch (const error&) {
-      target.plan_to(target.num_cells(), plan);
-    }
+    // Down to half, or to the cells no plan may evict when they are more.
+    target.plan_to(target.num_cells() / 2, plan);
+    ASSERT_EQ(plan.n_kv_after, std::max(target.num_cells() / 2, target.protected_cells()));
     target.apply(plan);
   }
   EXPECT_GT(rejected, 1000);

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <audiokv/audiokv.hpp>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,9 +57,15 @@ TEST(Validation, EveryConfigFieldIsChecked) {
   expect_config_error([](auto& c) { c.baseline_rate = 2.0f; }, "config.baseline_rate");
   expect_config_error([](auto& c) { c.drift_window = 1; }, "config.drift_window");
   expect_config_error([](auto& c) { c.drift_factor = 0.0f; }, "config.drift_factor");
-  // Protected set (recent window + emergency pool) not below the trigger level: the setting
-  // that breaks it is named (see Validation.ProtectedSetErrorNamesTheCauseWithCounts).
-  expect_config_error([](auto& c) { c.budget = 20; }, "config.min_retention_ms");
+  // Protected set (recent window + emergency pool) not below the trigger level, with a
+  // window that may not shrink: the setting that breaks it is named (see
+  // Validation.ProtectedSetErrorNamesTheCauseWithCounts).
+  expect_config_error(
+      [](auto& c) {
+        c.budget = 20;
+        c.shrink_recent_window = false;
+      },
+      "config.min_retention_ms");
 }
 
 /// Snapshot of everything observable, to prove failed calls change nothing.
@@ -147,7 +155,8 @@ TEST_F(FailedCalls, CapacityAndSinks) {
 TEST_F(FailedCalls, TargetsBelowTheProtectedSetAndStalePlans) {
   eviction_plan plan;
   expect_rejected([&] { cache.plan_to(-1, plan); }, "target_cells");
-  expect_rejected([&] { cache.plan_to(5, plan); }, "target_cells");  // 20 recent frames protected
+  // A target below the 20 protected recent frames gives a plan down to them (tested in
+  // FailedCalls.TargetBelowTheProtectedSetStopsAtTheProtectedCells).
   cache.plan_to(40, plan);
   plan.move_to[3] = 7;
   expect_rejected([&] { cache.apply(plan); }, "plan.move_to[3]");
@@ -578,7 +587,12 @@ TEST(Validation, BaselineGroupNanNamesQueryRowAndCell) {
 }
 
 TEST(Validation, ProtectedSetErrorNamesTheCauseWithCounts) {
-  auto error_for = [](const audiokv_config& c) { return thrown_by([&] { c.validate(); }); };
+  // The window may not shrink here (shrink_recent_window false): a window that does not fit is
+  // an error naming its cause.
+  auto error_for = [](audiokv_config c) {
+    c.shrink_recent_window = false;
+    return thrown_by([&] { c.validate(); });
+  };
   audiokv_config c;  // 10 ms frames, recent window 200 ms, emergency 10%, trigger 90%
   c.budget = 20;     // window 20 frames >= trigger level 18 on its own
   audiokv::error e = error_for(c);
@@ -606,19 +620,127 @@ TEST(Validation, ProtectedSetErrorNamesTheCauseWithCounts) {
     EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
   }
   c.min_retention_ms = 840.0f;  // 84 + 10 = 94: still too many
+  c.shrink_recent_window = false;
   EXPECT_THROW(c.validate(), audiokv::error);
   c.min_retention_ms = 790.0f;  // 79 + 10 = 89 < 90
   EXPECT_NO_THROW(c.validate());
+  // By default the window shrinks to fit instead: 90 - 1 - 10 = 79 frames of the 84 asked.
+  c.min_retention_ms = 840.0f;
+  c.shrink_recent_window = true;
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.retention_frames(), 84);
+  EXPECT_EQ(c.recent_window_frames(), 79);
+  // An emergency pool that alone reaches the trigger is rejected either way.
+  c = audiokv_config{};
+  c.budget = 1000;
+  c.split = {0.0f, 0.03125f, 0.96875f};
+  EXPECT_EQ(thrown_by([&] { c.validate(); }).argument(), "split.emergency");
 }
 
-TEST_F(FailedCalls, TargetBelowTheProtectedSetGivesTheReachableCount) {
+// A target below the cells no plan may evict used to throw ("target_cells = 5 is below the
+// 20 cells no plan may evict"), which stopped a streaming host mid-clip. The plan now goes down
+// to those cells and says so in n_kv_after; nothing protected goes.
+TEST_F(FailedCalls, TargetBelowTheProtectedSetStopsAtTheProtectedCells) {
   eviction_plan plan;
   // valid_config(): a 200 ms window of 10 ms frames protects the newest 20 of the 50 cells.
-  const audiokv::error e = thrown_by([&] { cache.plan_to(5, plan); });
-  EXPECT_EQ(e.argument(), "target_cells");
-  EXPECT_TRUE(contains(e.what(), "target_cells = 5")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "below the 20 cells")) << e.what();
-  EXPECT_TRUE(contains(e.what(), "of 50 cached")) << e.what();
+  ASSERT_EQ(cache.protected_cells(), 20);
+  for (const std::int32_t target : {0, 1, 5, 19, 20}) {
+    cache.plan_to(target, plan);
+    EXPECT_EQ(plan.n_kv_after, 20) << target;
+    for (const std::int32_t slot : plan.evict) EXPECT_FALSE(cache.is_protected(slot)) << slot;
+  }
+  cache.plan_to(21, plan);
+  EXPECT_EQ(plan.n_kv_after, 21);
+  EXPECT_TRUE(take(cache) == before) << "planning changed the cache";
+  cache.plan_to(3, plan);
+  cache.apply(plan);
+  EXPECT_EQ(cache.num_cells(), 20);
+  EXPECT_EQ(cache.protected_cells(), 20);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+/// Runs `call`, which must throw audiokv::error naming `argument`; returns its message.
+std::string message_of(const std::function<void()>& call, const std::string& argument) {
+  try {
+    call();
+  } catch (const audiokv::error& e) {
+    EXPECT_EQ(e.argument(), argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error naming " << argument;
+  return {};
+}
+
+// A cache whose cells disagree with a shared table used to be told "table = 0": the 0 was a
+// position, printed as if it were the table. The message now names the position and both
+// frames; append() of a frame that disagrees says the same under "frames[i]".
+TEST(ErrorMessages, ASharedTableThatDisagreesNamesThePositionAndBothFrames) {
+  audiokv_config c;
+  c.budget = 100;
+  auto table = std::make_shared<frame_table>(64);
+  tiered_cache<> a(c), b(c);
+  a.share_frames(table);
+  a.append(test::frames(0, 4));
+  auto other = test::frames(0, 4);
+  other[2].voice = 0.5f;
+  b.append(other);
+  const std::string what = message_of([&] { b.share_frames(table); }, "table");
+  EXPECT_NE(what.find("share_frames: table: the frame at position 2 (speaker 0, voice 0.5, "
+                      "flags 0, prior 0) differs from (speaker 0, voice 1, flags 0, prior 0)"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("table = "), std::string::npos) << what;
+  EXPECT_EQ(b.frames(), nullptr);
+
+  tiered_cache<> d(c);
+  d.share_frames(table);
+  const std::string appended = message_of([&] { d.append(other); }, "frames[2]");
+  EXPECT_NE(appended.find("append: frames[2]: the frame at position 2 (speaker 0, voice 0.5"),
+            std::string::npos)
+      << appended;
+  EXPECT_EQ(d.num_cells(), 0);
+}
+
+// make_policy("audiokv") accepted a budget of 2^31 - 1 and then failed to allocate, while h2o
+// and snapkv said "must be < INT32_MAX". Every policy now checks budgets and capacities
+// against one bound, max_cache_cells = 2^30, with one message.
+TEST(ErrorMessages, EveryPolicyRejectsABudgetAboveTheOneBoundWithOneMessage) {
+  static_assert(max_cache_cells == (1 << 30));
+  const std::string names = policy_names();
+  std::vector<std::string> all;
+  for (std::size_t from = 0; from < names.size();) {
+    const std::size_t comma = std::min(names.find(", ", from), names.size());
+    all.push_back(names.substr(from, comma - from));
+    from = comma + 2;
+  }
+  ASSERT_EQ(all.size(), 13u);
+  const std::string bound = ": must be <= 1073741824 (max_cache_cells, 2^30)";
+  for (const std::string& name : all) {
+    for (const std::int32_t budget : {max_cache_cells + 1, INT32_MAX - 1, INT32_MAX}) {
+      policy_options o;
+      o.budget = budget;
+      const std::string what = message_of([&] { make_policy(name, o); }, "config.budget");
+      EXPECT_NE(what.find("config.budget = " + std::to_string(budget) + bound), std::string::npos)
+          << name << ": " << what;
+    }
+    policy_options o;
+    o.budget = 64;
+    o.capacity = max_cache_cells + 1;
+    const std::string what = message_of([&] { make_policy(name, o); }, "config.capacity");
+    EXPECT_NE(what.find("config.capacity = 1073741825" + bound), std::string::npos)
+        << name << ": " << what;
+  }
+  audiokv_config c;
+  c.budget = 100;
+  tiered_cache<> cache(c);
+  const std::string what = message_of([&] { cache.reserve(max_cache_cells + 1); }, "new_capacity");
+  EXPECT_NE(what.find("new_capacity = 1073741825" + bound), std::string::npos) << what;
+  EXPECT_EQ(cache.capacity(), 100);
 }
 
 }  // namespace

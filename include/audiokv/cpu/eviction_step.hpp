@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/compaction.hpp"
@@ -18,6 +20,7 @@
 #include "../core/hole_filling.hpp"
 #include "../core/importance.hpp"
 #include "../core/selection.hpp"
+#include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "../policy/median_stage.hpp"
 #include "../policy/smoothing_pipeline.hpp"
@@ -51,6 +54,7 @@ using eviction_step_pipeline = smoothing_pipeline<median_stage<5>>;
 ///     into the holes below it (the r-th such slot into the r-th hole); stable shifts every kept
 ///     row down to its rank. K, V, importance and position travel with their row.
 /// Construction allocates; step() never does. Not thread-safe; distinct objects are independent.
+/// A moved-from step holds no rows (see the move constructor).
 template <class Pipeline = eviction_step_pipeline>
 class eviction_step {
   static_assert(Pipeline::runs_on_device,
@@ -70,6 +74,7 @@ class eviction_step {
     num_moves_.assign(rows, 0);
     order_.assign(cells, 0);
     importance_.assign(cells, 0.0f);
+    next_importance_.assign(cells, 0.0f);
     position_.assign(cells, 0);
     scores_.assign(cells, 0.0f);
     evicted_.assign(cells, 0);
@@ -89,22 +94,56 @@ class eviction_step {
     lanes_.assign(static_cast<std::size_t>(core::step_entropy_lanes), core::entropy_accumulator{});
   }
 
+  /// An independent step with the same rows, state and statistics.
+  eviction_step(const eviction_step&) = default;
+  /// Copy assignment: see the copy constructor.
+  eviction_step& operator=(const eviction_step&) = default;
+  /// Takes every row. `other` is left a step over no rows: config().batch 0 (rows() 0), zero
+  /// statistics, no arrays; step() on it throws audiokv::error naming "this". Assign a step to
+  /// it to use it again.
+  eviction_step(eviction_step&& other) noexcept(std::is_nothrow_move_constructible_v<Pipeline>)
+      : config_(other.config_), pipeline_(std::move(other.pipeline_)) {
+    take_rows(other);
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  eviction_step& operator=(eviction_step&& other) noexcept(
+      std::is_nothrow_move_assignable_v<Pipeline>) {
+    if (this != &other) {
+      pipeline_ = std::move(other.pipeline_);
+      config_ = other.config_;
+      take_rows(other);
+    }
+    return *this;
+  }
+  ~eviction_step() = default;
+
   /// @brief One decode step of every row (see the class comment).
   /// @param probs             [prob_rows(), probs_row_stride] attention probabilities, query
   ///                          head g of row r in row r * group + g, slot order; read for the
-  ///                          slots [0, live + cells_per_step) of each row
+  ///                          slots [0, live + cells_per_step) of each row, each finite and
+  ///                          >= 0 (core::is_valid_attention)
   /// @param probs_row_stride  floats between rows of probs (>= capacity)
   /// @param k, v              [rows() * capacity * row_bytes()] bytes, or nullptr (not moved)
-  /// @throws audiokv::error naming "probs" (nullptr) or "probs_row_stride" (< capacity); the
-  /// state is then unchanged. Never allocates.
+  /// @throws audiokv::error naming "probs" (nullptr), "probs_row_stride" (< capacity) or
+  /// "probs[q][slot]" (the first probability, in row then slot order, that is NaN, infinite or
+  /// negative, with its value); the state is then unchanged. Never allocates.
   void step(const float* probs, std::int64_t probs_row_stride, void* k, void* v) {
     constexpr const char* where = "cpu::eviction_step::step";
+    AUDIOKV_REQUIRE(config_.batch > 0, where, "this", "a moved-from step",
+                    "holds no rows (assign a step to it)");
     AUDIOKV_REQUIRE(probs != nullptr, where, "probs", "nullptr", "must point to the probabilities");
     AUDIOKV_REQUIRE(probs_row_stride >= config_.capacity, where, "probs_row_stride",
                     probs_row_stride, "must be >= config.capacity");
+    // Phases 1-2 of every row into the second importance buffer, each probability checked in
+    // the same pass; the state changes only once every row's probabilities are valid.
+    bool valid = true;
     for (std::int32_t r = 0; r < config_.rows(); ++r) {
-      step_row(r, probs + static_cast<std::int64_t>(r) * config_.group * probs_row_stride,
-               probs_row_stride, static_cast<unsigned char*>(k), static_cast<unsigned char*>(v));
+      valid &= next_importance(r, row_probs(probs, probs_row_stride, r), probs_row_stride);
+    }
+    if (!valid) report_invalid_probability(where, probs, probs_row_stride);
+    importance_.swap(next_importance_);
+    for (std::int32_t r = 0; r < config_.rows(); ++r) {
+      step_row(r, static_cast<unsigned char*>(k), static_cast<unsigned char*>(v));
     }
     ++stats_.steps;
   }
@@ -154,8 +193,96 @@ class eviction_step {
                          static_cast<std::size_t>(config_.capacity));
   }
 
-  void step_row(std::int32_t r, const float* probs, std::int64_t stride, unsigned char* k,
-                unsigned char* v) {
+  /// Moves the statistics and every array of `other` here; `other` keeps none and no rows.
+  void take_rows(eviction_step& other) noexcept {
+    stats_ = std::exchange(other.stats_, eviction_step_statistics{});
+    take(other, &eviction_step::live_, &eviction_step::next_position_, &eviction_step::evict_count_,
+         &eviction_step::num_moves_, &eviction_step::order_, &eviction_step::position_,
+         &eviction_step::src_, &eviction_step::dst_, &eviction_step::importance_,
+         &eviction_step::scores_, &eviction_step::next_importance_, &eviction_step::evicted_,
+         &eviction_step::in_order_, &eviction_step::scratch_, &eviction_step::candidates_,
+         &eviction_step::keep_logical_, &eviction_step::keep_physical_,
+         &eviction_step::kept_before_, &eviction_step::move_logical_,
+         &eviction_step::move_physical_, &eviction_step::hole_of_rank_, &eviction_step::new_order_,
+         &eviction_step::lanes_);
+    other.config_.batch = 0;
+  }
+  template <class... Member>
+  void take(eviction_step& other, Member... member) noexcept {
+    ((this->*member = std::move(other.*member)), ...);
+    ((other.*member).clear(), ...);
+  }
+
+  /// The probability rows of step row r: query heads r * group ... r * group + group - 1.
+  const float* row_probs(const float* probs, std::int64_t stride, std::int32_t r) const {
+    return probs + static_cast<std::int64_t>(r) * config_.group * stride;
+  }
+
+  /// Phases 1 and 2 of row r into next_importance_: the appended cells' entry importance (the
+  /// newest older cell's, 0 in an empty row), then the EMA over every live slot. Returns false
+  /// when a probability it read is not core::is_valid_attention. Writes nothing else.
+  bool next_importance(std::int32_t r, const float* probs, std::int64_t stride) {
+    const std::int64_t base = static_cast<std::int64_t>(r) * config_.capacity;
+    const float* importance = importance_.data() + base;
+    float* next = next_importance_.data() + base;
+    const std::int32_t live0 = live_[r];
+    const std::int32_t live = live0 + config_.cells_per_step;
+    const float entry = live0 > 0 ? importance[order_[base + live0 - 1]] : 0.0f;
+    const std::int32_t group = config_.group;
+    const float alpha = config_.alpha;
+    // The GQA reduction row by row (core::group_fold over g = 0 .. G - 1, reduce_group's
+    // order), each probability checked as it is read, then the EMA: every loop is contiguous
+    // and vectorises.
+    int valid = 1;
+    for (std::int32_t s = 0; s < live; ++s) {
+      valid &= static_cast<int>(core::is_valid_attention(probs[s]));
+      next[s] = core::group_fold(0.0f, probs[s], 0, config_.reduce);
+    }
+    const gqa_reduce reduce = config_.reduce;
+    for (std::int32_t g = 1; g < group; ++g) {
+      const float* row = probs + g * stride;
+      if (reduce == gqa_reduce::max) {
+        for (std::int32_t s = 0; s < live; ++s) {
+          valid &= static_cast<int>(core::is_valid_attention(row[s]));
+          next[s] = core::group_fold(next[s], row[s], 1, gqa_reduce::max);
+        }
+      } else {
+        for (std::int32_t s = 0; s < live; ++s) {
+          valid &= static_cast<int>(core::is_valid_attention(row[s]));
+          next[s] = core::group_fold(next[s], row[s], 1, gqa_reduce::mean);
+        }
+      }
+    }
+    for (std::int32_t s = 0; s < live; ++s) {
+      next[s] = core::importance_update(s < live0 ? importance[s] : entry,
+                                        core::group_finish(next[s], group, reduce), alpha);
+    }
+    return valid != 0;
+  }
+
+  /// Throws naming the first probability, rows then slots, that next_importance() rejected.
+  [[noreturn]] void report_invalid_probability(const char* where, const float* probs,
+                                               std::int64_t stride) const {
+    for (std::int32_t r = 0; r < config_.rows(); ++r) {
+      const std::int32_t live = live_[r] + config_.cells_per_step;
+      for (std::int32_t g = 0; g < config_.group; ++g) {
+        const std::int64_t q = static_cast<std::int64_t>(r) * config_.group + g;
+        const float* row = probs + q * stride;
+        for (std::int32_t s = 0; s < live; ++s) {
+          AUDIOKV_REQUIRE(
+              core::is_valid_attention(row[s]), where,
+              ::audiokv::detail::indexed(
+                  ::audiokv::detail::indexed("probs", static_cast<long long>(q)).c_str(), s),
+              row[s], "must be finite and >= 0");
+        }
+      }
+    }
+    ::audiokv::detail::throw_invalid(where, "probs", "a value", "must be finite and >= 0");
+  }
+
+  /// Phases 1 (positions and order of the appended cells; their importance is already in
+  /// place) and 3-5 of row r.
+  void step_row(std::int32_t r, unsigned char* k, unsigned char* v) {
     const std::int32_t cap = config_.capacity;
     const std::int64_t base = static_cast<std::int64_t>(r) * cap;
     float* importance = importance_.data() + base;
@@ -164,24 +291,15 @@ class eviction_step {
     float* scores = scores_.data() + base;
     std::uint8_t* evicted = evicted_.data() + base;
 
-    // 1. append
+    // 1. append (the importance of the new cells was written with phase 2)
     const std::int32_t live0 = live_[r];
-    const float entry = live0 > 0 ? importance[order[live0 - 1]] : 0.0f;
     for (std::int32_t t = 0; t < config_.cells_per_step; ++t) {
-      importance[live0 + t] = entry;
       position[live0 + t] = next_position_[r] + t;
       order[live0 + t] = live0 + t;
     }
     const std::int32_t live = live0 + config_.cells_per_step;
     next_position_[r] += config_.cells_per_step;
     live_[r] = live;
-
-    // 2. importance
-    for (std::int32_t s = 0; s < live; ++s) {
-      importance[s] = core::importance_update(
-          importance[s], core::reduce_group(probs, config_.group, stride, s, config_.reduce),
-          config_.alpha);
-    }
 
     // 3. trigger, smoothing, ratio, count
     std::fill(evicted, evicted + cap, std::uint8_t{0});
@@ -292,6 +410,7 @@ class eviction_step {
   std::vector<std::int32_t> live_, next_position_, evict_count_, num_moves_;
   std::vector<std::int32_t> order_, position_, src_, dst_;
   std::vector<float> importance_, scores_;
+  std::vector<float> next_importance_;  // phase 2 writes here; swapped in once all rows passed
   std::vector<std::uint8_t> evicted_;
   // per-row scratch
   std::vector<float> in_order_, scratch_;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "../core/attention.hpp"
@@ -76,9 +77,51 @@ class head_kv_store {
       : config_((config.validate(), config)),
         table_(config.cell_capacity, config.full_arena_rows(), config.int8_arena_rows()) {
     size_arrays(config_);
-    run_k_.resize(config_.head_dim);
-    run_v_.resize(config_.head_dim);
   }
+  /// An independent store with the same rows.
+  head_kv_store(const head_kv_store&) = default;
+  /// Copy assignment: see the copy constructor.
+  head_kv_store& operator=(const head_kv_store&) = default;
+  /// Takes every row. `other` is left an empty store of capacity 0 (config().cell_capacity 0,
+  /// no rows, its other settings kept): attend() returns zeros, append() is rejected ("the
+  /// table has no cell slots"), and reserve() makes it usable again.
+  head_kv_store(head_kv_store&& other) noexcept
+      : config_(other.config_),
+        table_(std::move(other.table_)),
+        transition_(std::move(other.transition_)),
+        k_full_(std::move(other.k_full_)),
+        v_full_(std::move(other.v_full_)),
+        k_int8_(std::move(other.k_int8_)),
+        v_int8_(std::move(other.v_int8_)),
+        k_scale_(std::move(other.k_scale_)),
+        v_scale_(std::move(other.v_scale_)),
+        run_k_(std::move(other.run_k_)),
+        run_v_(std::move(other.run_v_)),
+        run_open_(std::exchange(other.run_open_, false)),
+        row_weight_(std::move(other.row_weight_)) {
+    other.config_.cell_capacity = 0;
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  head_kv_store& operator=(head_kv_store&& other) noexcept {
+    if (this != &other) {
+      config_ = other.config_;
+      table_ = std::move(other.table_);
+      transition_ = std::move(other.transition_);
+      k_full_ = std::move(other.k_full_);
+      v_full_ = std::move(other.v_full_);
+      k_int8_ = std::move(other.k_int8_);
+      v_int8_ = std::move(other.v_int8_);
+      k_scale_ = std::move(other.k_scale_);
+      v_scale_ = std::move(other.v_scale_);
+      run_k_ = std::move(other.run_k_);
+      run_v_ = std::move(other.run_v_);
+      run_open_ = std::exchange(other.run_open_, false);
+      row_weight_ = std::move(other.row_weight_);
+      other.config_.cell_capacity = 0;
+    }
+    return *this;
+  }
+  ~head_kv_store() = default;
 
   /// Prefetch: grows the store to `cell_capacity` cells and, with the int8 arena, raises the bound
   /// on full-precision rows to `full_rows` (0 keeps it), preserving every row byte for byte.
@@ -95,6 +138,7 @@ class head_kv_store {
     if (config_.int8_buffer && config_.full_rows > 0 && full_rows > config_.full_rows) {
       next.full_rows = full_rows;
     }
+    if (next.cell_capacity == 0) return;  // a moved-from store asked for no slots
     next.validate();
     size_arrays(next);
     table_.reserve(next.cell_capacity, next.full_arena_rows(), next.int8_arena_rows());
@@ -243,6 +287,8 @@ class head_kv_store {
     k_scale_.resize(int8);
     v_scale_.resize(int8);
     row_weight_.resize(full + int8);
+    run_k_.resize(c.head_dim);
+    run_v_.resize(c.head_dim);
     transition_.reserve(static_cast<std::int32_t>(full), static_cast<std::int32_t>(int8));
   }
 

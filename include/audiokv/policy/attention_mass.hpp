@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../core/compaction.hpp"
@@ -35,6 +36,25 @@ class attention_mass {
       : weight_(static_cast<std::size_t>(capacity)), bias_(static_cast<std::size_t>(capacity)) {
     AUDIOKV_REQUIRE(capacity >= 0, "attention_mass", "capacity", capacity, "must be >= 0");
   }
+  /// An independent copy of the weights.
+  attention_mass(const attention_mass&) = default;
+  /// Copy assignment: see the copy constructor.
+  attention_mass& operator=(const attention_mass&) = default;
+  /// Takes the weights; `other` is left empty with capacity 0 (as attention_mass(0)).
+  attention_mass(attention_mass&& other) noexcept
+      : weight_(std::move(other.weight_)),
+        bias_(std::move(other.bias_)),
+        size_(std::exchange(other.size_, 0)) {}
+  /// Move assignment, with the moved-from state of the move constructor.
+  attention_mass& operator=(attention_mass&& other) noexcept {
+    if (this != &other) {
+      weight_ = std::move(other.weight_);
+      bias_ = std::move(other.bias_);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+  ~attention_mass() = default;
 
   /// `count` new cells of weight 1 (bias 0) after the current ones.
   void append(std::int32_t count) {

@@ -9,6 +9,7 @@
 
 #include "../detail/describe.hpp"
 #include "../error.hpp"
+#include "../types/cache_limits.hpp"
 #include "../types/pool_split.hpp"
 #include "../types/prefetch_config.hpp"
 #include "speech_rules.hpp"
@@ -23,9 +24,11 @@ enum class prior_mode : std::uint8_t {
 
 /// @brief Configuration of one AudioKV-managed (layer, KV head) cache.
 struct audiokv_config {
-  /// B: the number of cells the cache may hold; append() beyond `capacity` throws.
+  /// B: the number of cells the cache may hold, in [1, max_cache_cells]; append() beyond
+  /// `capacity` throws.
   std::int32_t budget = 0;
-  /// Physical slots (>= budget); 0 means budget. Headroom for bulk appends between evictions.
+  /// Physical slots (>= budget, at most max_cache_cells); 0 means budget. Headroom for bulk
+  /// appends between evictions.
   /// With prefetch.enabled it is only the initial reservation and may be below the budget.
   std::int32_t capacity = 0;
   /// Pool fractions of the budget.
@@ -75,6 +78,23 @@ struct audiokv_config {
   /// Speech rules of the selection (policy/speech_rules.hpp): attention sinks, the temporal
   /// coverage floor and the alignment frontier, each with its own switch.
   speech_rules_config speech{};
+  /// @brief Small budgets: whether the recent window may shrink to fit the budget.
+  ///
+  /// A plan at the trigger must get back below it, so the cells no plan may evict - the recent
+  /// window (retention_frames() positions) and a full emergency pool (sinks included) - must
+  /// stay below trigger_cells(). A short clip at a low retention gives budgets of a few cells
+  /// where the default 200 ms window alone reaches the trigger. With true (the default) the
+  /// cache then protects the newest recent_window_frames() = min(retention_frames(),
+  /// trigger_cells() - 1 - floor(split.emergency x budget)) positions instead: the largest
+  /// window that fits, down to 0 for a budget of 1, and tiered_cache::recent_window_frames()
+  /// reports it. Nothing else shrinks: sinks and host-flagged frames keep the emergency pool's
+  /// protection (append() rejects a sink that does not fit in it, see
+  /// tiered_cache::emergency_pool_cells()), and a split whose emergency pool alone reaches the
+  /// trigger is rejected either way. With false a window that does not fit is rejected by
+  /// validate() (naming min_retention_ms or budget): for hosts that need min_retention_ms as
+  /// set, whatever the budget. Last, so aggregate initialisation of the fields above is
+  /// unchanged.
+  bool shrink_recent_window = true;
 
   /// Capacity actually reserved.
   std::int32_t reserved_capacity() const { return capacity > 0 ? capacity : budget; }
@@ -84,8 +104,19 @@ struct audiokv_config {
         static_cast<std::int32_t>(std::ceil(static_cast<double>(trigger) * budget - 1e-9));
     return t < 1 ? 1 : t;
   }
-  /// ceil(min_retention_ms / frame_ms): positions newer than newest - window are protected.
+  /// ceil(min_retention_ms / frame_ms): the recent window this configuration asks for.
   std::int32_t retention_frames() const { return ms_to_frames(min_retention_ms); }
+  /// The recent window a cache protects: retention_frames(), or with shrink_recent_window, at
+  /// most trigger_cells() - 1 - floor(split.emergency x budget) (at least 0), so that the
+  /// window and a full emergency pool stay below the trigger. Positions at or after
+  /// newest - recent_window_frames() + 1 are never evicted.
+  std::int32_t recent_window_frames() const {
+    const std::int32_t asked = retention_frames();
+    if (!shrink_recent_window) return asked;
+    const std::int64_t room =
+        static_cast<std::int64_t>(trigger_cells()) - 1 - split.emergency_cells(budget);
+    return room <= 0 ? 0 : static_cast<std::int32_t>(room < asked ? room : asked);
+  }
   /// ceil(boundary_horizon_ms / frame_ms).
   std::int32_t boundary_horizon_frames() const { return ms_to_frames(boundary_horizon_ms); }
   /// ceil(ms / frame_ms) without float drift.
@@ -98,7 +129,8 @@ struct audiokv_config {
   /// Throws audiokv::error naming the first invalid field.
   void validate() const {
     constexpr const char* where = "audiokv_config";
-    AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
+    types::detail::require_cell_count(where, "config.budget", budget, 1);
+    types::detail::require_cell_count(where, "config.capacity", capacity, 0);
     if (prefetch.enabled) {
       AUDIOKV_REQUIRE(capacity >= 0, where, "config.capacity", capacity,
                       "must be >= 0 (with prefetch it is the initial reservation; 0: budget)");
@@ -156,12 +188,14 @@ struct audiokv_config {
   }
 
   /// The always-protected set (the recent window plus a full emergency pool) must stay below
-  /// the trigger level, or no eviction could ever get back under it. The error names the
+  /// the trigger level, or no eviction could ever get back under it. With
+  /// shrink_recent_window the window shrinks to fit (recent_window_frames()), so only an
+  /// emergency pool that alone reaches the trigger level is rejected. The error names the
   /// setting that breaks it: min_retention_ms when the recent window alone reaches the
   /// trigger level, split.emergency when the emergency pool alone does, else budget; the
   /// message gives every count.
   void validate_protected_set(const char* where) const {
-    const std::int64_t recent = retention_frames();
+    const std::int64_t recent = recent_window_frames();
     const std::int64_t emergency = split.emergency_cells(budget);
     const std::int64_t trigger_level = trigger_cells();
     if (recent + emergency < trigger_level) return;

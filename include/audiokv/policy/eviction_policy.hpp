@@ -81,7 +81,11 @@ class eviction_policy {
   /// The eviction the trigger asks for; an empty plan when it does not fire.
   virtual void plan(eviction_plan& out) const = 0;
 
-  /// An eviction down to exactly min(num_cells(), target_cells) cells (one-shot compression).
+  /// An eviction down to min(num_cells(), target_cells) cells (one-shot compression), or as
+  /// far as the policy's hard protections allow: the baselines always reach the target (their
+  /// windows shrink to it); tiered_cache stops at its protected_cells(). The plan's n_kv_after
+  /// says where it ends. Throws for a negative target, and where a policy documents it (knorm
+  /// without the key norms of a cell).
   virtual void plan_to(std::int32_t target_cells, eviction_plan& out) const = 0;
 
   /// The plan that evicts exactly the cells marked in `evict_mask` (nonzero = evict), for an

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "../core/importance.hpp"
 #include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "../span.hpp"
@@ -31,6 +32,33 @@ namespace audiokv::pool {
 template <class Policy>
 class sequence_batch {
  public:
+  sequence_batch() = default;
+  /// A copy of every sequence (each a copy of its policy) and slot.
+  sequence_batch(const sequence_batch&) = default;
+  /// Copy assignment: see the copy constructor.
+  sequence_batch& operator=(const sequence_batch&) = default;
+  /// Takes every sequence and slot; `other` is left an empty batch (no slots, no sequences),
+  /// valid for every call, which add_sequence() fills again.
+  sequence_batch(sequence_batch&& other) noexcept
+      : sequences_(std::move(other.sequences_)),
+        plans_(std::move(other.plans_)),
+        active_(std::exchange(other.active_, 0)) {
+    other.sequences_.clear();
+    other.plans_.clear();
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  sequence_batch& operator=(sequence_batch&& other) noexcept {
+    if (this != &other) {
+      sequences_ = std::move(other.sequences_);
+      plans_ = std::move(other.plans_);
+      active_ = std::exchange(other.active_, 0);
+      other.sequences_.clear();
+      other.plans_.clear();
+    }
+    return *this;
+  }
+  ~sequence_batch() = default;
+
   /// Adds a sequence built from `args` (the Policy's constructor arguments) in the lowest free
   /// slot, or in a new slot at the end; returns its index. Allocates (admission, not a step).
   template <class... Args>
@@ -130,7 +158,7 @@ class sequence_batch {
     check_offsets(where, indptr);
     for (std::int32_t s = 0; s < size(); ++s) {
       for (std::int64_t j = indptr[s]; j < indptr[s + 1]; ++j) {
-        AUDIOKV_REQUIRE(std::isfinite(scores[j]) && scores[j] >= 0.0f, where,
+        AUDIOKV_REQUIRE(core::is_valid_attention(scores[j]), where,
                         ::audiokv::detail::indexed("scores", j), scores[j],
                         "must be finite and >= 0");
       }

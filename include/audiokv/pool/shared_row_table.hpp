@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../core/compaction.hpp"
+#include "../detail/describe.hpp"
 #include "../error.hpp"
 #include "../types/move_map.hpp"
 #include "../types/pool_split.hpp"
@@ -30,7 +32,10 @@ class shared_row_table {
   /// @param full_rows      rows of the full-precision arena
   /// @param int8_rows      rows of the int8 arena; 0 disables int8 rows (every row stays full)
   shared_row_table(std::int32_t cell_capacity, std::int32_t full_rows, std::int32_t int8_rows)
-      : cell_capacity_(cell_capacity), full_capacity_(full_rows), int8_capacity_(int8_rows) {
+      : cell_capacity_(cell_capacity),
+        full_capacity_(full_rows),
+        int8_capacity_(int8_rows),
+        int8_arena_(int8_rows > 0) {
     constexpr const char* where = "shared_row_table";
     AUDIOKV_REQUIRE(cell_capacity >= 1, where, "cell_capacity", cell_capacity, "must be >= 1");
     AUDIOKV_REQUIRE(full_rows >= 1, where, "full_rows", full_rows, "must be >= 1");
@@ -46,6 +51,48 @@ class shared_row_table {
     wants_full_[1].resize(int8_rows);
   }
 
+  /// An independent table with the same cells and rows.
+  shared_row_table(const shared_row_table&) = default;
+  /// Copy assignment: see the copy constructor.
+  shared_row_table& operator=(const shared_row_table&) = default;
+  /// Takes every cell and row; `other` is left an empty table of capacity 0 in both arenas
+  /// (it keeps whether it has an int8 arena; its generation advances, so transitions planned
+  /// before are stale), which reserve() makes usable again.
+  shared_row_table(shared_row_table&& other) noexcept
+      : cell_capacity_(std::exchange(other.cell_capacity_, 0)),
+        full_capacity_(std::exchange(other.full_capacity_, 0)),
+        int8_capacity_(std::exchange(other.int8_capacity_, 0)),
+        int8_arena_(other.int8_arena_),
+        cell_ref_(std::move(other.cell_ref_)),
+        multiplicity_{std::move(other.multiplicity_[0]), std::move(other.multiplicity_[1])},
+        row_to_{std::move(other.row_to_[0]), std::move(other.row_to_[1])},
+        kept_cells_{std::move(other.kept_cells_[0]), std::move(other.kept_cells_[1])},
+        wants_full_{std::move(other.wants_full_[0]), std::move(other.wants_full_[1])},
+        num_rows_{std::exchange(other.num_rows_[0], 0), std::exchange(other.num_rows_[1], 0)},
+        num_cells_(std::exchange(other.num_cells_, 0)),
+        generation_(other.generation_++) {}
+  /// Move assignment, with the moved-from state of the move constructor.
+  shared_row_table& operator=(shared_row_table&& other) noexcept {
+    if (this != &other) {
+      cell_capacity_ = std::exchange(other.cell_capacity_, 0);
+      full_capacity_ = std::exchange(other.full_capacity_, 0);
+      int8_capacity_ = std::exchange(other.int8_capacity_, 0);
+      int8_arena_ = other.int8_arena_;
+      cell_ref_ = std::move(other.cell_ref_);
+      for (int a = 0; a < 2; ++a) {
+        multiplicity_[a] = std::move(other.multiplicity_[a]);
+        row_to_[a] = std::move(other.row_to_[a]);
+        kept_cells_[a] = std::move(other.kept_cells_[a]);
+        wants_full_[a] = std::move(other.wants_full_[a]);
+        num_rows_[a] = std::exchange(other.num_rows_[a], 0);
+      }
+      num_cells_ = std::exchange(other.num_cells_, 0);
+      generation_ = other.generation_++;
+    }
+    return *this;
+  }
+  ~shared_row_table() = default;
+
   /// Prefetch: grows the table to at least the given capacities, preserving every cell and row
   /// (smaller requests leave a capacity as it is). Allocates: call it between decode steps.
   /// An int8 arena cannot be added to a table made without one.
@@ -54,7 +101,7 @@ class shared_row_table {
     constexpr const char* where = "shared_row_table::reserve";
     AUDIOKV_REQUIRE(cell_capacity >= 0, where, "cell_capacity", cell_capacity, "must be >= 0");
     AUDIOKV_REQUIRE(full_rows >= 0, where, "full_rows", full_rows, "must be >= 0");
-    AUDIOKV_REQUIRE(int8_rows == 0 || int8_capacity_ > 0, where, "int8_rows", int8_rows,
+    AUDIOKV_REQUIRE(int8_rows == 0 || int8_arena_, where, "int8_rows", int8_rows,
                     "this table has no int8 arena");
     const std::int32_t cells = cell_capacity > cell_capacity_ ? cell_capacity : cell_capacity_;
     const std::int32_t rows[2] = {full_rows > full_capacity_ ? full_rows : full_capacity_,
@@ -83,7 +130,7 @@ class shared_row_table {
     return p == row_precision::full ? full_capacity_ : int8_capacity_;
   }
   /// True when the table was configured with an int8 arena.
-  bool has_int8_arena() const noexcept { return int8_capacity_ > 0; }
+  bool has_int8_arena() const noexcept { return int8_arena_; }
   /// Changes on every mutation; a transition made for another generation is rejected.
   std::uint64_t generation() const noexcept { return generation_; }
 
@@ -97,8 +144,7 @@ class shared_row_table {
   /// Appends a cell backed by a new row at the end of arena `p`; returns that row.
   row_ref append_row(row_precision p) {
     constexpr const char* where = "shared_row_table::append_row";
-    AUDIOKV_REQUIRE(num_cells_ < cell_capacity_, where, "num_cells()", num_cells_,
-                    "the table is full (apply an eviction first)");
+    require_room(where);
     AUDIOKV_REQUIRE(num_rows_[arena(p)] < row_capacity(p), where, "precision", static_cast<int>(p),
                     "that arena is full");
     const row_ref ref{num_rows_[arena(p)]++, p};
@@ -113,8 +159,7 @@ class shared_row_table {
     constexpr const char* where = "shared_row_table::append_shared";
     AUDIOKV_REQUIRE(num_cells_ > 0, where, "num_cells()", num_cells_,
                     "there is no previous cell to share a row with");
-    AUDIOKV_REQUIRE(num_cells_ < cell_capacity_, where, "num_cells()", num_cells_,
-                    "the table is full (apply an eviction first)");
+    require_room(where);
     const row_ref ref = cell_ref_[num_cells_ - 1];
     ++multiplicity_[arena(ref.precision)][ref.row];
     cell_ref_[num_cells_++] = ref;
@@ -140,8 +185,13 @@ class shared_row_table {
     const std::int32_t full_kept =
         plan_arena(row_precision::full, tiers_after, out.full_move.data(), out.demote_rows);
     const auto staged = static_cast<std::int32_t>(out.demote_rows.size());
-    AUDIOKV_REQUIRE(num_rows_[1] + staged <= int8_capacity_, where, "tiers_after", staged,
-                    "demotions overflow the int8 arena");
+    if (num_rows_[1] + staged > int8_capacity_) {
+      ::audiokv::detail::throw_invalid_part(
+          where, "tiers_after",
+          ::audiokv::detail::describe("its ", staged,
+                                      " demotions to the buffer pool overflow the int8 arena (",
+                                      num_rows_[1], " of ", int8_capacity_, " rows used)"));
+    }
     out.int8_move.resize(num_rows_[1] + staged);
     std::int32_t int8_kept =
         plan_arena(row_precision::int8, tiers_after, out.int8_move.data(), out.promote_rows);
@@ -149,9 +199,13 @@ class shared_row_table {
     out.full_kept = full_kept;
     out.full_after = full_kept + static_cast<std::int32_t>(out.promote_rows.size());
     out.int8_after = int8_kept;
-    AUDIOKV_REQUIRE(out.full_after <= full_capacity_, where, "tiers_after", out.full_after,
-                    "full-precision rows overflow the full arena (size it for the base and "
-                    "emergency pools)");
+    if (out.full_after > full_capacity_) {
+      ::audiokv::detail::throw_invalid_part(
+          where, "tiers_after",
+          ::audiokv::detail::describe(
+              "it leaves ", out.full_after, " full-precision rows, more than the full arena's ",
+              full_capacity_, " (size it for the base and emergency pools)"));
+    }
     out.generation = generation_;
   }
 
@@ -185,6 +239,13 @@ class shared_row_table {
 
  private:
   static int arena(row_precision p) noexcept { return p == row_precision::full ? 0 : 1; }
+
+  /// Throws naming "num_cells()" unless one more cell fits.
+  void require_room(const char* where) const {
+    AUDIOKV_REQUIRE(num_cells_ < cell_capacity_, where, "num_cells()", num_cells_,
+                    cell_capacity_ == 0 ? "the table has no cell slots (moved from: reserve() them)"
+                                        : "the table is full (apply an eviction first)");
+  }
 
   void validate_move_map(const char* where, const std::int32_t* move_to,
                          std::int32_t n_kv_before) const {
@@ -231,7 +292,7 @@ class shared_row_table {
 
   /// Precision of a kept row after the plan.
   row_precision target(row_precision now, std::int32_t row, const pool_tier* tiers_after) const {
-    if (int8_capacity_ == 0) return row_precision::full;
+    if (!int8_arena_) return row_precision::full;
     if (tiers_after == nullptr) return now;
     return wants_full_[arena(now)][row] ? row_precision::full : row_precision::int8;
   }
@@ -257,7 +318,8 @@ class shared_row_table {
   std::int32_t cell_capacity_;
   std::int32_t full_capacity_;
   std::int32_t int8_capacity_;
-  std::vector<row_ref> cell_ref_;                    // [cell_capacity]
+  bool int8_arena_;                // made with an int8 arena (kept when moved from, at capacity 0)
+  std::vector<row_ref> cell_ref_;  // [cell_capacity]
   std::vector<std::int32_t> multiplicity_[2];        // [arena rows]
   std::vector<row_ref> row_to_[2];                   // [arena rows] scratch of apply()
   mutable std::vector<std::int32_t> kept_cells_[2];  // [arena rows] scratch

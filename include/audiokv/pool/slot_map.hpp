@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../core/compaction.hpp"
@@ -102,6 +103,28 @@ class slot_map {
   slot_map() = default;
   /// @param capacity cells the map can hold (the cache's capacity()).
   explicit slot_map(std::int32_t capacity) { reserve(capacity); }
+  /// An independent map with the same slots.
+  slot_map(const slot_map&) = default;
+  /// Copy assignment: see the copy constructor.
+  slot_map& operator=(const slot_map&) = default;
+  /// Takes the slots; `other` is left an empty map of capacity 0 (as default-constructed, its
+  /// generation advanced so moves planned before are stale), which reserve() makes usable.
+  slot_map(slot_map&& other) noexcept
+      : slot_(std::move(other.slot_)),
+        size_(std::exchange(other.size_, 0)),
+        capacity_(std::exchange(other.capacity_, 0)),
+        generation_(other.generation_++) {}
+  /// Move assignment, with the moved-from state of the move constructor.
+  slot_map& operator=(slot_map&& other) noexcept {
+    if (this != &other) {
+      slot_ = std::move(other.slot_);
+      size_ = std::exchange(other.size_, 0);
+      capacity_ = std::exchange(other.capacity_, 0);
+      generation_ = other.generation_++;
+    }
+    return *this;
+  }
+  ~slot_map() = default;
 
   /// Grows the capacity (never shrinks); allocates.
   void reserve(std::int32_t capacity) {

@@ -53,8 +53,67 @@ class frame_table {
     reserve_old(old_rows);
   }
 
-  /// Positions the ring holds (a power of two).
-  std::int32_t window() const noexcept { return static_cast<std::int32_t>(mask_ + 1); }
+  /// An independent table with the same rows and reference counts (no cache releases into it).
+  frame_table(const frame_table&) = default;
+  /// Copy assignment: see the copy constructor.
+  frame_table& operator=(const frame_table&) = default;
+  /// Takes every row. `other` is left an empty table without a ring (window() 0): every
+  /// position it is given later goes to the sorted rows below the ring, which grow as needed
+  /// (acquire() allocates), so it stays valid for every call. Caches attached to a table hold
+  /// it through a std::shared_ptr and their positions in it: move a table only while none is
+  /// attached.
+  frame_table(frame_table&& other) noexcept
+      : rpos_(std::move(other.rpos_)),
+        rspeaker_(std::move(other.rspeaker_)),
+        rvoice_(std::move(other.rvoice_)),
+        rflags_(std::move(other.rflags_)),
+        rprior_(std::move(other.rprior_)),
+        rrefs_(std::move(other.rrefs_)),
+        opos_(std::move(other.opos_)),
+        ospeaker_(std::move(other.ospeaker_)),
+        ovoice_(std::move(other.ovoice_)),
+        oflags_(std::move(other.oflags_)),
+        oprior_(std::move(other.oprior_)),
+        orefs_(std::move(other.orefs_)),
+        mask_(other.mask_),
+        lo_(other.lo_),
+        started_(other.started_),
+        live_(other.live_),
+        old_live_(other.old_live_),
+        dead_(other.dead_),
+        peak_(other.peak_) {
+    other.become_ringless();
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  frame_table& operator=(frame_table&& other) noexcept {
+    if (this != &other) {
+      rpos_ = std::move(other.rpos_);
+      rspeaker_ = std::move(other.rspeaker_);
+      rvoice_ = std::move(other.rvoice_);
+      rflags_ = std::move(other.rflags_);
+      rprior_ = std::move(other.rprior_);
+      rrefs_ = std::move(other.rrefs_);
+      opos_ = std::move(other.opos_);
+      ospeaker_ = std::move(other.ospeaker_);
+      ovoice_ = std::move(other.ovoice_);
+      oflags_ = std::move(other.oflags_);
+      oprior_ = std::move(other.oprior_);
+      orefs_ = std::move(other.orefs_);
+      mask_ = other.mask_;
+      lo_ = other.lo_;
+      started_ = other.started_;
+      live_ = other.live_;
+      old_live_ = other.old_live_;
+      dead_ = other.dead_;
+      peak_ = other.peak_;
+      other.become_ringless();
+    }
+    return *this;
+  }
+  ~frame_table() = default;
+
+  /// Positions the ring holds (a power of two; 0 once moved from).
+  std::int32_t window() const noexcept { return static_cast<std::int32_t>(rpos_.size()); }
   /// Live positions (held by at least one cache).
   std::int32_t live_rows() const noexcept { return live_; }
   /// Most positions live at once since construction.
@@ -280,6 +339,30 @@ class frame_table {
     std::memcpy(&b, &v, sizeof b);
     return b;
   }
+  /// The state a move leaves behind: no ring and no rows. The ring starts above every int32
+  /// position, so no position is ever in it and each one goes to the rows below it.
+  void become_ringless() noexcept {
+    rpos_.clear();
+    rspeaker_.clear();
+    rvoice_.clear();
+    rflags_.clear();
+    rprior_.clear();
+    rrefs_.clear();
+    opos_.clear();
+    ospeaker_.clear();
+    ovoice_.clear();
+    oflags_.clear();
+    oprior_.clear();
+    orefs_.clear();
+    mask_ = 0;
+    lo_ = std::int64_t{1} << 40;
+    started_ = true;
+    live_ = 0;
+    old_live_ = 0;
+    dead_ = 0;
+    peak_ = 0;
+  }
+
   void became_live() noexcept {
     ++live_;
     if (live_ > peak_) peak_ = live_;

@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../../error.hpp"
@@ -117,10 +119,48 @@ class eviction_step {
     p_.row_bytes = config.row_bytes();
   }
 
+  /// A second object on the same workspace (use one of them: one object per workspace).
+  eviction_step(const eviction_step&) = default;
+  /// Copy assignment: see the copy constructor.
+  eviction_step& operator=(const eviction_step&) = default;
+  /// Takes the workspace. `other` is left with none: config().batch 0, null device arrays,
+  /// and reset(), run() and read_statistics() return cudaErrorInvalidValue without touching
+  /// the workspace the moved-to object now uses.
+  eviction_step(eviction_step&& other) noexcept(std::is_nothrow_move_constructible_v<Pipeline>)
+      : config_(other.config_),
+        pipeline_(std::move(other.pipeline_)),
+        layout_(other.layout_),
+        grid_(other.grid_),
+        p_(other.p_),
+        base_(std::exchange(other.base_, nullptr)),
+        reset_(std::exchange(other.reset_, false)) {
+    other.config_.batch = 0;
+    other.p_ = kernels::eviction_step_params{};
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  eviction_step& operator=(eviction_step&& other) noexcept(
+      std::is_nothrow_move_assignable_v<Pipeline>) {
+    if (this != &other) {
+      pipeline_ = std::move(other.pipeline_);
+      config_ = other.config_;
+      layout_ = other.layout_;
+      grid_ = other.grid_;
+      p_ = other.p_;
+      base_ = std::exchange(other.base_, nullptr);
+      reset_ = std::exchange(other.reset_, false);
+      other.config_.batch = 0;
+      other.p_ = kernels::eviction_step_params{};
+    }
+    return *this;
+  }
+  ~eviction_step() = default;
+
   /// @brief Empties every row and zeroes the counters (enqueues memsets on `stream`). Call once
   /// before the first run(), and to start over. Never allocates or synchronises.
-  /// @return the memset error, or cudaSuccess.
+  /// @return cudaErrorInvalidValue for a moved-from step, else the memset error, or
+  /// cudaSuccess.
   cudaError_t reset(cudaStream_t stream) {
+    if (base_ == nullptr) return cudaErrorInvalidValue;
     AUDIOKV_CUDA_TRY(
         cudaMemsetAsync(base_ + layout_.live, 0, layout_.order - layout_.live, stream));
     reset_ = true;
@@ -135,6 +175,10 @@ class eviction_step {
   /// @param probs_row_stride  floats between rows of probs (>= capacity)
   /// @param k, v              device K and V ([rows() * capacity * row_bytes()] bytes), or
   ///                          nullptr (that buffer is not moved)
+  /// The device cannot reject a NaN, infinite or negative probability as the CPU reference
+  /// does (cpu::eviction_step::step throws); it ranks whatever scores result by the total order
+  /// of core/selection.hpp (NaN lowest, so such a cell is evicted first), the order the CPU
+  /// functions use, so both pick the same cells from the same scores.
   /// Enqueues a fixed sequence of 7 kernels that depends only on the configuration and the
   /// alignment of k and v, so the same call can be captured in a CUDA graph and replayed; never
   /// allocates or synchronises. Per-cell work of a row that does not evict: the append and the
@@ -142,7 +186,8 @@ class eviction_step {
   /// kernels return at once.
   /// @return cudaErrorInvalidValue (before enqueuing anything) for a null probs, a stride below
   /// capacity, a stable compaction whose staged rows exceed 48 KiB of shared memory, or when
-  /// reset() was never called; else the first launch error, or cudaSuccess.
+  /// reset() was never called (or the step was moved from); else the first launch error, or
+  /// cudaSuccess.
   cudaError_t run(const float* probs, std::int64_t probs_row_stride, void* k, void* v,
                   cudaStream_t stream) {
     const bool stable = config_.compaction == step_compaction::stable;
@@ -186,6 +231,7 @@ class eviction_step {
   /// host buffer of 5 * rows() values. Not for the decode loop.
   /// @return the copy or synchronisation error, or cudaSuccess (then `out` holds the counters).
   cudaError_t read_statistics(eviction_step_statistics& out, cudaStream_t stream) const {
+    if (base_ == nullptr) return cudaErrorInvalidValue;
     const auto rows = static_cast<std::size_t>(config_.rows());
     std::vector<long long> stats(rows * 4);
     std::vector<std::int32_t> live(rows);

@@ -33,7 +33,7 @@ inline std::size_t select_workspace_bytes(std::int32_t rows, std::int32_t num_ce
 /// @brief For every row h, marks the k[h] candidates that come first in the order
 /// (score, cell) — core::evicts_before, the CPU tie rule — as evicted. Identical sets to
 /// cpu::reference::select_lowest.
-/// @param scores     [rows, stride] fp32, no NaN
+/// @param scores     [rows, stride] fp32; any value: NaN ranks lowest (core/selection.hpp)
 /// @param candidate  [rows, stride] 1 = may be evicted, or nullptr (all)
 /// @param k          [rows] device counts
 /// @param evict      [rows, stride] 1 = evicted, or nullptr

@@ -24,8 +24,7 @@ namespace audiokv::policy::detail {
 inline bool all_finite_non_negative(const float* values, std::int64_t n) noexcept {
   int ok = 1;
   for (std::int64_t i = 0; i < n; ++i) {
-    // NaN fails both comparisons; +-inf fails the second or the first.
-    ok &= static_cast<int>(values[i] >= 0.0f) & static_cast<int>(values[i] <= FLT_MAX);
+    ok &= static_cast<int>(core::is_valid_attention(values[i]));
   }
   return ok != 0;
 }
@@ -57,8 +56,58 @@ class importance_tracker {
     speaker_count_.assign(num_speakers_, 0);
   }
 
-  /// Grows the per-cell arrays to `capacity` slots (never shrinks), keeping their values.
+  importance_tracker(const importance_tracker&) = default;
+  importance_tracker& operator=(const importance_tracker&) = default;
+  /// Takes every array; `other` is left without arrays (no cell slots and no speaker
+  /// baselines, the state of a moved-from cache of capacity 0) until reserve() sizes them.
+  importance_tracker(importance_tracker&& other) noexcept
+      : alpha_(other.alpha_),
+        evaluation_share_(other.evaluation_share_),
+        baseline_rate_(other.baseline_rate_),
+        drift_factor_(other.drift_factor_),
+        drift_window_(other.drift_window_),
+        num_speakers_(other.num_speakers_),
+        neighbour_prior_(other.neighbour_prior_),
+        importance_(std::move(other.importance_)),
+        evaluated_(std::move(other.evaluated_)),
+        baseline_(std::move(other.baseline_)),
+        speaker_sum_(std::move(other.speaker_sum_)),
+        speaker_count_(std::move(other.speaker_count_)),
+        global_std_(other.global_std_),
+        drift_history_(other.drift_history_) {
+    other.become_empty();
+  }
+  /// Move assignment with the moved-from state of the move constructor.
+  importance_tracker& operator=(importance_tracker&& other) noexcept {
+    if (this != &other) {
+      alpha_ = other.alpha_;
+      evaluation_share_ = other.evaluation_share_;
+      baseline_rate_ = other.baseline_rate_;
+      drift_factor_ = other.drift_factor_;
+      drift_window_ = other.drift_window_;
+      num_speakers_ = other.num_speakers_;
+      neighbour_prior_ = other.neighbour_prior_;
+      importance_ = std::move(other.importance_);
+      evaluated_ = std::move(other.evaluated_);
+      baseline_ = std::move(other.baseline_);
+      speaker_sum_ = std::move(other.speaker_sum_);
+      speaker_count_ = std::move(other.speaker_count_);
+      global_std_ = other.global_std_;
+      drift_history_ = other.drift_history_;
+      other.become_empty();
+    }
+    return *this;
+  }
+  ~importance_tracker() = default;
+
+  /// Grows the per-cell arrays to `capacity` slots (never shrinks), keeping their values; a
+  /// moved-from tracker also gets its speaker baselines back (at zero).
   void reserve(std::int32_t capacity) {
+    if (baseline_.empty()) {
+      baseline_.assign(num_speakers_, 0.0f);
+      speaker_sum_.assign(num_speakers_, 0.0);
+      speaker_count_.assign(num_speakers_, 0);
+    }
     if (capacity <= static_cast<std::int32_t>(importance_.size())) return;
     importance_.resize(capacity);
     evaluated_.resize(capacity);
@@ -181,7 +230,9 @@ class importance_tracker {
   void save(snapshot_writer& w, std::int32_t n) const noexcept {
     for (std::int32_t j = 0; j < n; ++j) w.f32(importance_[j]);
     for (std::int32_t j = 0; j < n; ++j) w.u8(evaluated_[j]);
-    for (std::int32_t s = 0; s < num_speakers_; ++s) w.f32(baseline_[s]);
+    // A moved-from tracker has no baselines: they are 0, as after reset().
+    for (std::int32_t s = 0; s < num_speakers_; ++s)
+      w.f32(s < speaker_slots() ? baseline_[s] : 0.0f);
     w.f64(global_std_);
     w.i64(drift_history_);
   }
@@ -202,7 +253,7 @@ class importance_tracker {
     for (std::int32_t s = 0; s < num_speakers_; ++s) {
       const float v = r.f32();
       r.check(std::isfinite(v) && v >= 0.0f, v, "baseline", s, "must be finite and >= 0");
-      if (commit) baseline_[s] = v;
+      if (commit && s < speaker_slots()) baseline_[s] = v;
     }
     const double global_std = r.f64();
     r.check(std::isfinite(global_std) && global_std >= 0.0, global_std, "global_std",
@@ -217,6 +268,7 @@ class importance_tracker {
 
   const float* importance() const noexcept { return importance_.data(); }
   const std::uint8_t* evaluated() const noexcept { return evaluated_.data(); }
+  /// [num_speakers] running mean importance per speaker (null once moved from).
   const float* baselines() const noexcept { return baseline_.data(); }
 
  private:
@@ -269,14 +321,19 @@ class importance_tracker {
           const float* acc = g == 1 ? row : reduced;
           const float* next = row + static_cast<std::int64_t>(g) * n;
           if (mode == gqa_reduce::max) {
-            for (std::int32_t k = 0; k < len; ++k) reduced[k] = core::max_of(acc[k], next[k]);
+            for (std::int32_t k = 0; k < len; ++k) {
+              reduced[k] = core::group_fold(acc[k], next[k], g, gqa_reduce::max);
+            }
           } else {
-            for (std::int32_t k = 0; k < len; ++k) reduced[k] = acc[k] + next[k];
+            for (std::int32_t k = 0; k < len; ++k) {
+              reduced[k] = core::group_fold(acc[k], next[k], g, gqa_reduce::mean);
+            }
           }
         }
         if (mode == gqa_reduce::mean) {
-          const auto g = static_cast<float>(group_size);
-          for (std::int32_t k = 0; k < len; ++k) reduced[k] = reduced[k] / g;
+          for (std::int32_t k = 0; k < len; ++k) {
+            reduced[k] = core::group_finish(reduced[k], group_size, gqa_reduce::mean);
+          }
         }
         row = reduced;
       }
@@ -288,7 +345,7 @@ class importance_tracker {
 
   /// Clears this step's per-speaker sums and counts.
   void begin_step() noexcept {
-    for (std::int32_t s = 0; s < num_speakers_; ++s) {
+    for (std::int32_t s = 0; s < speaker_slots(); ++s) {
       speaker_sum_[s] = 0.0;
       speaker_count_[s] = 0;
     }
@@ -331,7 +388,7 @@ class importance_tracker {
                                    n)
                              : is_drift([&](std::int32_t j) { return attention[j]; }, n);
     }
-    for (std::int32_t s = 0; s < num_speakers_; ++s) {
+    for (std::int32_t s = 0; s < speaker_slots(); ++s) {
       if (speaker_count_[s] == 0) continue;
       const float mean_now = static_cast<float>(speaker_sum_[s] / speaker_count_[s]);
       const bool fresh = reset || baseline_[s] <= 0.0f;
@@ -379,6 +436,17 @@ class importance_tracker {
                       : (1.0 - baseline_rate_) * global_std_ + baseline_rate_ * recent_std;
     ++drift_history_;
     return drift;
+  }
+
+  /// Speaker baselines held: num_speakers_, or 0 once moved from (until reserve()).
+  std::int32_t speaker_slots() const noexcept {
+    return static_cast<std::int32_t>(baseline_.size());
+  }
+
+  /// The state a move leaves behind: no arrays, the drift history at zero.
+  void become_empty() noexcept {
+    global_std_ = 0.0;
+    drift_history_ = 0;
   }
 
   float alpha_ = 0.0f;

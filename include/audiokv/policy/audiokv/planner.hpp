@@ -16,8 +16,6 @@
 #include "../../core/entropy.hpp"
 #include "../../core/math.hpp"
 #include "../../core/trend.hpp"
-#include "../../detail/describe.hpp"
-#include "../../error.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/pool_split.hpp"
 #include "../alignment_frontier.hpp"
@@ -51,9 +49,10 @@ class planner {
   /// Order: emergency overflow; promotions (buffer cells past the recent window fill the base
   /// pool's room best first, then replace weaker base cells); eviction of the lowest
   /// unprotected buffer cells at the entropy ratio r, at least down to `target`; then the base
-  /// pool's weakest, then boundary-protected cells, if the target demands it.
-  /// @throws audiokv::error naming "target_cells" when the target is below the cells no plan may
-  ///         evict.
+  /// pool's weakest, then boundary-protected cells, then any other cell no rule protects, if
+  /// the target demands it. A target below the cells no plan may evict gives a plan down to
+  /// those cells (out.n_kv_after > target). Throws nothing but std::bad_alloc from growing an
+  /// unreserved plan.
   void plan_down_to(std::int32_t target, bool use_ratio, eviction_plan& out) const {
     const workspace w = bind(out);
     score_cells(w);
@@ -64,8 +63,6 @@ class planner {
   /// plans; the smoothing pipelines of up to core::trend_lanes heads run together
   /// (Pipeline::apply_rows), the rest of each plan head by head. A pipeline without apply_rows
   /// plans head by head.
-  /// @throws audiokv::error as plan_down_to() of the first head whose target is unreachable
-  ///         (the plans of the heads after it are then not written).
   static void plan_heads_down_to(const planner* const* heads, const std::int32_t* targets,
                                  bool use_ratio, eviction_plan* const* outs, std::int32_t count) {
     if constexpr (has_apply_rows<Pipeline>::value) {
@@ -210,12 +207,18 @@ class planner {
       released = evict_lowest(w, order, soft, needed);
       needed -= released;
     }
-    AUDIOKV_REQUIRE(needed <= 0, "tiered_cache::plan", "target_cells", target,
-                    ::audiokv::detail::describe(
-                        "is below the ", target + needed, " cells no plan may evict (of ", n,
-                        " cached: recent window of ", config_.retention_frames(),
-                        " frames, sinks, emergency pool)")
-                        .c_str());
+    if (needed > 0) {
+      // What no stage above takes and no rule protects: a base cell near a boundary that this
+      // plan's promotions return to the buffer pool (neither a base nor a buffer candidate).
+      const std::int32_t rest = gather_slots(n, order, [&](std::int32_t j) {
+        return !mask[j] && protection[j] != protect_always && tier_after[j] != pool_tier::emergency;
+      });
+      needed -= evict_lowest(w, order, rest, needed);
+    }
+    // needed > 0 now only when the target lies below the cells no plan may evict (the recent
+    // window, sinks, the emergency pool up to its nominal size): the plan stops there, and
+    // its n_kv_after says so. plan() never gets here: the configuration keeps those cells
+    // below the trigger (audiokv_config::recent_window_frames()).
     store_.build_plan(out);
     out.protections_released = released;
     // Kept cells whose tier changes, ascending: into the base pool (promote) or out of it

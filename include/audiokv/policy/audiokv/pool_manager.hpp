@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../../core/selection_key.hpp"
 #include "../../types/frame.hpp"
 #include "../../types/pool_split.hpp"
 #include "../audiokv_config.hpp"
@@ -161,15 +162,12 @@ class pool_manager {
   }
 
  private:
-  /// core::ordered_score_bits(score) for every float, NaN included, as integer operations
-  /// without a branch or a float compare (so the key pass vectorises): +0 and -0 map to
-  /// 0x80000000, a negative value to its complemented bits, any other to its bits with the sign
-  /// bit set.
+  /// core::ordered_score_bits(score) as integer operations on its bits (core::ordered_key_of_bits),
+  /// without a branch or a float compare, so the key pass vectorises.
   static std::uint32_t score_key(float score) noexcept {
     std::uint32_t u = 0;
     std::memcpy(&u, &score, sizeof u);
-    u = (u & 0x7FFFFFFFu) == 0u ? 0u : u;
-    return u ^ ((0u - (u >> 31)) | 0x80000000u);
+    return core::ordered_key_of_bits(u);
   }
 
   std::int32_t base_cells_ = 0;

@@ -27,8 +27,8 @@ enum protection_level : std::uint8_t { protect_none = 0, protect_boundary = 1, p
 /// appended within the horizon.
 ///
 /// A cell is `always` kept when its position lies in the recent window (at or after
-/// newest_pos - retention_frames + 1) or it is a sink; else `boundary` when a phoneme boundary
-/// appended at or after newest_pos - boundary_horizon_frames lies within +-boundary_radius
+/// newest_pos - config.recent_window_frames() + 1) or it is a sink; else `boundary` when a phoneme
+/// boundary appended at or after newest_pos - boundary_horizon_frames lies within +-boundary_radius
 /// positions, its own frame cached or not; else `unprotected`.
 ///
 /// The boundaries are kept as their positions, ascending: at most horizon_frames + 1 of them
@@ -38,7 +38,7 @@ enum protection_level : std::uint8_t { protect_none = 0, protect_boundary = 1, p
 class protection_rules {
  public:
   explicit protection_rules(const audiokv_config& config)
-      : retention_frames_(config.retention_frames()),
+      : retention_frames_(config.recent_window_frames()),
         horizon_frames_(config.boundary_horizon_frames()),
         radius_(config.boundary_radius),
         boundaries_(2 * (static_cast<std::size_t>(horizon_frames_) + 1)) {}
@@ -81,6 +81,8 @@ class protection_rules {
   }
   /// Forgets every boundary (reset()).
   void clear() noexcept { count_ = 0; }
+  /// False once moved from: record() then keeps no boundary until the rules are rebuilt.
+  bool holds_slots() const noexcept { return !boundaries_.empty(); }
 
   /// Boundaries that protect now, ascending: [first, last) of the recorded positions at or
   /// after boundary_from(store).

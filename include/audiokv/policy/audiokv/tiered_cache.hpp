@@ -12,13 +12,16 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "../../core/gqa.hpp"
+#include "../../core/importance.hpp"
 #include "../../core/prefetch.hpp"
 #include "../../detail/describe.hpp"
 #include "../../error.hpp"
 #include "../../span.hpp"
+#include "../../types/cache_limits.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
 #include "../../types/frame_table.hpp"
@@ -82,6 +85,56 @@ class tiered_cache final : public eviction_policy {
         pools_(config),
         forecast_(config.prefetch),
         frontier_(config.speech.frontier.filter) {}
+
+  /// A copy is another cache with the same cells and history (and a new id()); it shares a
+  /// shared frame table with the original.
+  tiered_cache(const tiered_cache&) = default;
+  /// Copy assignment (a new id(), see the copy constructor).
+  tiered_cache& operator=(const tiered_cache&) = default;
+
+  /// @brief Moves the cache: the target takes the cells, the history and id() (plans made
+  /// before stay valid on it).
+  ///
+  /// The moved-from cache is valid and empty, like a moved-from std::vector: no cells, no
+  /// memory, capacity() 0, a new id(), its statistics, forecast and alignment position as
+  /// after reset(), no shared frame table, the same config() and pipeline. Every call works on
+  /// it and sees a cache of capacity 0: readers report zero cells (speaker_baselines() is
+  /// null), observe() takes 0 cells, plan() and plan_to() give empty plans, snapshot() writes an
+  /// empty cache, and append() of any frame is rejected ("count ... exceeds the capacity 0").
+  /// reserve() gives it slots again, as a new cache of that capacity; so does assigning a
+  /// cache to it.
+  tiered_cache(tiered_cache&& other) noexcept(std::is_nothrow_move_constructible_v<Pipeline>)
+      : config_(other.config_),
+        pipeline_(std::move(other.pipeline_)),
+        store_(std::move(other.store_)),
+        importance_(std::move(other.importance_)),
+        protection_(std::move(other.protection_)),
+        pools_(other.pools_),
+        stats_(other.stats_),
+        forecast_(other.forecast_),
+        frontier_(other.frontier_),
+        pending_frames_(other.pending_frames_) {
+    other.reset();
+  }
+  /// Move assignment, with the moved-from state of the move constructor.
+  tiered_cache& operator=(tiered_cache&& other) noexcept(
+      std::is_nothrow_move_assignable_v<Pipeline>) {
+    if (this != &other) {
+      pipeline_ = std::move(other.pipeline_);  // first: the one member whose move may throw
+      config_ = other.config_;
+      store_ = std::move(other.store_);
+      importance_ = std::move(other.importance_);
+      protection_ = std::move(other.protection_);
+      pools_ = other.pools_;
+      stats_ = other.stats_;
+      forecast_ = other.forecast_;
+      frontier_ = other.frontier_;
+      pending_frames_ = other.pending_frames_;
+      other.reset();
+    }
+    return *this;
+  }
+  ~tiered_cache() override = default;
 
   // The span forms of append() and observe() (checked lengths) come from eviction_policy.
   using eviction_policy::append;
@@ -211,7 +264,7 @@ class tiered_cache final : public eviction_policy {
       AUDIOKV_REQUIRE(cells == 0 || row != nullptr, where, name, "nullptr",
                       "must point to the scores");
       for (std::int32_t j = 0; j < cells; ++j) {
-        AUDIOKV_REQUIRE(std::isfinite(row[j]) && row[j] >= 0.0f, where,
+        AUDIOKV_REQUIRE(core::is_valid_attention(row[j]), where,
                         ::audiokv::detail::indexed(name.c_str(), j), row[j],
                         "must be finite and >= 0");
       }
@@ -247,7 +300,10 @@ class tiered_cache final : public eviction_policy {
   bool wants_eviction() const noexcept override { return store_.size() >= pools_.trigger_cells(); }
 
   /// The eviction the trigger asks for, into `out` (read-only on the cache; the working memory
-  /// is out.scratch, so reserve `out` for capacity() to plan without allocating).
+  /// is out.scratch, so reserve `out` for capacity() to plan without allocating). It always
+  /// gets back below the trigger: the configuration keeps the cells no plan may evict below it
+  /// (audiokv_config::recent_window_frames()), so it throws nothing but std::bad_alloc from an
+  /// unreserved plan.
   void plan(eviction_plan& out) const override {
     if (!wants_eviction()) {
       store_.build_empty_plan(out);
@@ -266,8 +322,7 @@ class tiered_cache final : public eviction_policy {
   /// @param caches the caches to plan (none null).
   /// @param plans one plan per cache, same length.
   /// @throws audiokv::error naming "plans.size()" when it differs from caches.size(), or
-  ///         "caches[i]" for a null entry, before any plan is written; else what plan() of a
-  ///         cache throws (plans from that cache's group of caches on are then unspecified).
+  ///         "caches[i]" for a null entry, before any plan is written.
   static void plan_heads(span<const tiered_cache* const> caches, span<eviction_plan> plans) {
     constexpr const char* where = "tiered_cache::plan_heads";
     AUDIOKV_REQUIRE(
@@ -304,9 +359,13 @@ class tiered_cache final : public eviction_policy {
     if (rows > 0) flush();
   }
 
-  /// An eviction down to exactly min(num_cells(), target_cells) cells.
-  /// @throws audiokv::error naming "target_cells" when it is negative or below the cells no
-  ///         plan may evict (the message gives both counts).
+  /// An eviction down to min(num_cells(), target_cells) cells, or, when the target lies below
+  /// protected_cells() (the recent window, the sinks and the emergency pool up to its nominal
+  /// size, which no plan evicts), down to protected_cells(): out.n_kv_after says where the
+  /// plan ends, and protected tokens stay. Boundary protections are released as needed
+  /// (out.protections_released). A streaming host that makes room for a chunk larger than its
+  /// budget allows thus keeps the protected cells instead of failing.
+  /// @throws audiokv::error naming "target_cells" when it is negative.
   void plan_to(std::int32_t target_cells, eviction_plan& out) const override {
     AUDIOKV_REQUIRE(target_cells >= 0, "tiered_cache::plan_to", "target_cells", target_cells,
                     "must be >= 0");
@@ -358,11 +417,14 @@ class tiered_cache final : public eviction_policy {
   /// Capacity never shrinks: a request at or below capacity() is a no-op, like
   /// std::vector::reserve. This allocates and copies O(capacity): call it between decode steps,
   /// then grow the engine's K/V rows and re-reserve its eviction_plan to capacity().
-  /// @throws audiokv::error when new_capacity < 0 (nothing changes).
+  /// @throws audiokv::error naming "new_capacity" unless 0 <= new_capacity <=
+  ///         max_cache_cells (nothing changes).
   void reserve(std::int32_t new_capacity) {
-    AUDIOKV_REQUIRE(new_capacity >= 0, "tiered_cache::reserve", "new_capacity", new_capacity,
-                    "must be >= 0");
+    types::detail::require_cell_count("tiered_cache::reserve", "new_capacity", new_capacity, 0);
     if (new_capacity <= capacity()) return;
+    // A moved-from cache gave its boundary slots away with its cells: new ones, sized by the
+    // horizon, before anything else changes.
+    if (!protection_.holds_slots()) protection_ = detail::protection_rules(config_);
     importance_.reserve(new_capacity);
     // Last: capacity() changes only once every array has grown, so a std::bad_alloc above
     // leaves the observable state as it was (arrays longer than capacity() are unused).
@@ -466,6 +528,7 @@ class tiered_cache final : public eviction_policy {
     w.f32(c.speech.frontier.past_decay_ms);
     w.f32(c.speech.frontier.past_decay_floor);
     w.f32(c.speech.frontier.frontier_density);
+    w.u8(c.shrink_recent_window ? 1 : 0);
     w.u64(sizeof(Pipeline));
     w.u64(alignof(Pipeline));
     pipeline_shape(w, static_cast<const Pipeline*>(nullptr));
@@ -533,8 +596,9 @@ class tiered_cache final : public eviction_policy {
   ///
   /// Checks everything before changing anything, in order: the length against the header,
   /// magic, version, the total size, counts (num_cells <= capacity), the checksum, the
-  /// fingerprint, the capacity, then every value (positions strictly ascending, speakers in
-  /// [0, num_speakers), voice in [0, 1], finite priors, importance and baselines, valid tiers,
+  /// fingerprint, the capacity, then every value (a generation below 2^63, so the plan
+  /// generation cannot wrap and make a stale plan current; positions strictly ascending, speakers
+  /// in [0, num_speakers), voice in [0, 1], finite priors, importance and baselines, valid tiers,
   /// 0/1 flags, sinks that fit the emergency pool, non-negative counters and estimates).
   /// Kept: id(), the pipeline and its parameters, capacity(). The plan generation becomes
   /// greater than both the cache's and the snapshot's, so every plan made before is stale.
@@ -627,7 +691,7 @@ class tiered_cache final : public eviction_policy {
   /// the forecast for the next prefetch.horizon_steps steps, computed with the trigger as the
   /// ceiling (an engine that plans and applies whenever wants_eviction() holds at most
   /// trigger_cells() - 1 cells after a step), it reserve()s the forecast rounded up to
-  /// prefetch.granularity. With the switch off it does nothing.
+  /// prefetch.granularity, at most max_cache_cells. With the switch off it does nothing.
   ///
   /// Call site: once per decode step, after the step's work (append, observe, plan/apply), off
   /// the latency-critical path, e.g. while the engine waits for the next audio chunk. It
@@ -643,7 +707,7 @@ class tiered_cache final : public eviction_policy {
     const std::int32_t settle = pools_.trigger_cells() - 1;
     const std::int32_t before = capacity();
     if (next.needs_reserve(num_cells(), before, settle)) {
-      reserve(next.cells_to_reserve(num_cells(), settle));
+      reserve(std::min(next.cells_to_reserve(num_cells(), settle), max_cache_cells));
     }
     forecast_ = next;
     pending_frames_ = 0;
@@ -666,7 +730,7 @@ class tiered_cache final : public eviction_policy {
   const alignment_frontier& frontier() const noexcept { return frontier_; }
   /// [num_cells()] pool of each cell.
   const pool_tier* tiers() const noexcept override { return store_.tier(); }
-  /// [num_speakers] running mean importance per speaker.
+  /// [num_speakers] running mean importance per speaker (null on a moved-from cache).
   const float* speaker_baselines() const noexcept { return importance_.baselines(); }
   /// Cells currently in `tier`.
   std::int32_t pool_size(pool_tier tier) const noexcept {
@@ -678,6 +742,31 @@ class tiered_cache final : public eviction_policy {
   std::int32_t emergency_pool_cells() const noexcept { return pools_.emergency_cells(); }
   /// Cells at which wants_eviction() turns true (config.trigger of the budget).
   std::int32_t trigger_cells() const noexcept { return pools_.trigger_cells(); }
+  /// The recent window this cache protects, in positions: config().recent_window_frames(),
+  /// which is config().retention_frames() unless a small budget shrank it to fit
+  /// (audiokv_config::shrink_recent_window).
+  std::int32_t recent_window_frames() const noexcept { return config_.recent_window_frames(); }
+  /// Cells no plan may evict now: those in the recent window, the sinks, and the emergency
+  /// cells beyond its overflow (the pool up to its nominal size). plan_to() never goes below
+  /// it; plan() never needs to (it is below trigger_cells() whenever the trigger fires). O(n)
+  /// reads, no scratch.
+  std::int32_t protected_cells() const noexcept {
+    const std::int32_t n = store_.size();
+    const std::int64_t recent_from = protection_.recent_from(store_);
+    const std::int32_t* pos = store_.pos();
+    const pool_tier* tier = store_.tier();
+    std::int32_t kept = 0, emergency = 0, emergency_evictable = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      const bool always = pos[j] >= recent_from || (store_.flags_of(j) & frame_flag_sink) != 0;
+      const bool in_emergency = tier[j] == pool_tier::emergency;
+      kept += always ? 1 : 0;
+      emergency += in_emergency ? 1 : 0;
+      emergency_evictable += in_emergency && !always ? 1 : 0;
+    }
+    const std::int32_t overflow = std::max(0, emergency - pools_.emergency_cells());
+    // Kept: the always-protected cells and the emergency cells the overflow does not reach.
+    return kept + emergency_evictable - std::min(overflow, emergency_evictable);
+  }
   /// Counters since construction (or reset()).
   const audiokv_stats& stats() const noexcept { return stats_; }
 

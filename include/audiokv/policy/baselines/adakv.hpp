@@ -54,6 +54,10 @@ struct adakv_config {
 /// from one joint selection: the first plan() of a round computes all heads' plans, and the
 /// other heads receive their part of that same selection until every head has applied it.
 /// An observe() before any head applied starts a new round (fresh scores).
+///
+/// A move takes the heads: the moved-from group has none (num_heads() 0), so every call that
+/// names a head is rejected ("head ... must be in [0, num_heads)") and the group-wide calls see
+/// an empty layer.
 class adakv_group : public std::enable_shared_from_this<adakv_group> {
  public:
   /// Builds `config.num_heads` SnapKV heads sharing one budget; allocates all their state.
@@ -77,8 +81,8 @@ class adakv_group : public std::enable_shared_from_this<adakv_group> {
 
   /// The validated configuration.
   const adakv_config& config() const noexcept { return config_; }
-  /// Heads in the group.
-  std::int32_t num_heads() const noexcept { return config_.num_heads; }
+  /// Heads in the group (config().num_heads; 0 once the group is moved from).
+  std::int32_t num_heads() const noexcept { return static_cast<std::int32_t>(heads_.size()); }
   /// The mean per-head budget B.
   std::int32_t budget_per_head() const noexcept { return config_.snap.base.budget; }
   /// Cells of every head together.
@@ -317,48 +321,80 @@ class adakv_head final : public eviction_policy {
   using eviction_policy::append;
   using eviction_policy::observe;
 
+  /// A second handle to the same head.
+  adakv_head(const adakv_head&) = default;
+  /// Makes this a second handle to other's head.
+  adakv_head& operator=(const adakv_head&) = default;
+  /// Moves the handle. The moved-from handle refers to no head: its readers report an empty
+  /// cache (num_cells(), capacity() and budget() 0, positions() null, id() 0, no eviction
+  /// wanted) and every other call throws audiokv::error naming "group".
+  adakv_head(adakv_head&&) noexcept = default;
+  /// Move assignment, with the moved-from state of the move constructor.
+  adakv_head& operator=(adakv_head&&) noexcept = default;
+  ~adakv_head() override = default;
+
   const char* name() const noexcept override { return "adakv"; }
-  /// The id of this head's cache, stamped on its plans.
-  std::uint64_t id() const noexcept override { return head_ref().id(); }
+  /// The id of this head's cache, stamped on its plans (0 for a moved-from handle).
+  std::uint64_t id() const noexcept override { return head_ptr() ? head_ptr()->id() : 0; }
   /// The shared group.
-  adakv_group& group() noexcept { return *group_; }
+  /// @throws audiokv::error naming "group" for a moved-from handle.
+  adakv_group& group() { return require_group("adakv_head::group"); }
   /// This head's index in the group.
   std::int32_t head_index() const noexcept { return head_; }
 
   void append(const frame_meta* frames, std::int32_t count) override {
-    group_->append(head_, frames, count);
+    require_group("adakv::append").append(head_, frames, count);
   }
   void observe(const float* attention, std::int32_t num_cells) override {
-    group_->observe(head_, attention, num_cells);
+    require_group("adakv::observe").observe(head_, attention, num_cells);
   }
   /// This head's G query-head rows, length checked (see adakv_group::observe_group).
   void observe_group(span<const float> attention, std::int32_t group_size, std::int32_t num_cells) {
-    group_->observe_group(head_, attention, group_size, num_cells);
+    require_group("adakv::observe").observe_group(head_, attention, group_size, num_cells);
   }
   /// The unchecked-length form: reads exactly group_size * num_cells floats.
   void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells) {
-    group_->observe_group(head_, attention, group_size, num_cells);
+    require_group("adakv::observe").observe_group(head_, attention, group_size, num_cells);
   }
-  bool wants_eviction() const noexcept override { return group_->wants_eviction(); }
-  void plan(eviction_plan& out) const override { group_->plan_head(head_, false, 0, out); }
+  bool wants_eviction() const noexcept override { return group_ && group_->wants_eviction(); }
+  void plan(eviction_plan& out) const override {
+    require_group("adakv::plan").plan_head(head_, false, 0, out);
+  }
   /// `target_cells` is the per-head target of the whole layer (kvpress n_kept); this head
   /// may keep more or fewer.
   void plan_to(std::int32_t target_cells, eviction_plan& out) const override {
     AUDIOKV_REQUIRE(target_cells >= 0, "adakv::plan_to", "target_cells", target_cells,
                     "must be >= 0");
-    group_->plan_head(head_, true, target_cells, out);
+    require_group("adakv::plan_to").plan_head(head_, true, target_cells, out);
+  }
+  void apply(const eviction_plan& plan) override {
+    require_group("adakv::apply").apply_head(head_, plan);
+  }
+  std::int32_t num_cells() const noexcept override {
+    return head_ptr() ? head_ptr()->num_cells() : 0;
+  }
+  std::int32_t budget() const noexcept override { return group_ ? group_->budget_per_head() : 0; }
+  std::int32_t capacity() const noexcept override {
+    return head_ptr() ? head_ptr()->capacity() : 0;
+  }
+  const std::int32_t* positions() const noexcept override {
+    return head_ptr() ? head_ptr()->positions() : nullptr;
   }
   void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const override {
-    group_->plan_head_evicting(head_, evict_mask, out);
+    require_group("adakv::plan_evicting").plan_head_evicting(head_, evict_mask, out);
   }
-  void apply(const eviction_plan& plan) override { group_->apply_head(head_, plan); }
-  std::int32_t num_cells() const noexcept override { return head_ref().num_cells(); }
-  std::int32_t budget() const noexcept override { return group_->budget_per_head(); }
-  std::int32_t capacity() const noexcept override { return head_ref().capacity(); }
-  const std::int32_t* positions() const noexcept override { return head_ref().positions(); }
 
  private:
-  const snapkv& head_ref() const noexcept { return group_->head(head_); }
+  /// This head's cache, or null for a moved-from handle (or a group whose heads were moved).
+  const snapkv* head_ptr() const noexcept {
+    return group_ && head_ < group_->num_heads() ? &group_->head(head_) : nullptr;
+  }
+  /// The group, or audiokv::error naming "group" for a moved-from handle.
+  adakv_group& require_group(const char* where) const {
+    AUDIOKV_REQUIRE(group_ != nullptr, where, "group", "nullptr",
+                    "this handle was moved from and refers to no head (assign a handle to it)");
+    return *group_;
+  }
 
   std::shared_ptr<adakv_group> group_;
   std::int32_t head_;

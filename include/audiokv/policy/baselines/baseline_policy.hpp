@@ -8,13 +8,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../core/gqa.hpp"
 #include "../../core/selection.hpp"
 #include "../../error.hpp"
 #include "../../span.hpp"
+#include "../../types/cache_limits.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../../types/frame.hpp"
 #include "../detail/cell_store.hpp"
@@ -26,9 +29,10 @@ namespace audiokv::policy {
 /// @brief Budget and storage of one baseline-managed (sequence, layer, KV head) cache.
 struct baseline_config {
   /// B: the cache is evicted back to B cells whenever it holds more (the official rule of H2O,
-  /// TOVA and StreamingLLM: append, attend, then drop).
+  /// TOVA and StreamingLLM: append, attend, then drop); in [1, max_cache_cells].
   std::int32_t budget = 0;
-  /// Physical slots (>= budget); 0 means budget + 1, room for one decode step's new token.
+  /// Physical slots (>= budget, at most max_cache_cells); 0 means budget + 1, room for one
+  /// decode step's new token.
   std::int32_t capacity = 0;
   /// Frame speaker ids must lie in [0, num_speakers) (validated, not used for scoring).
   std::int32_t num_speakers = 1;
@@ -38,10 +42,10 @@ struct baseline_config {
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
-    AUDIOKV_REQUIRE(budget >= 1, where, "config.budget", budget, "must be >= 1");
+    types::detail::require_cell_count(where, "config.budget", budget, 1);
+    types::detail::require_cell_count(where, "config.capacity", capacity, 0);
     AUDIOKV_REQUIRE(capacity == 0 || capacity >= budget, where, "config.capacity", capacity,
                     "must be 0 or >= budget");
-    AUDIOKV_REQUIRE(budget < INT32_MAX, where, "config.budget", budget, "must be < INT32_MAX");
     AUDIOKV_REQUIRE(num_speakers >= 1, where, "config.num_speakers", num_speakers, "must be >= 1");
   }
 };
@@ -75,7 +79,7 @@ class baseline_policy : public eviction_policy {
   /// num_cells() (checked first).
   void observe(const float* attention, std::int32_t num_cells) final {
     check_group_size(1);
-    store_.validate_scores(where_observe_.c_str(), attention, num_cells);
+    store_.validate_scores(sites_.observe, attention, num_cells);
     on_observe_rows(attention, 1, gqa_reduce::mean);
     ++steps_;
   }
@@ -90,10 +94,9 @@ class baseline_policy : public eviction_policy {
   /// group_size * num_cells; then each score ("attention[row][cell]" names a bad one).
   void observe_group(span<const float> attention, std::int32_t group_size, std::int32_t num_cells,
                      gqa_reduce mode = gqa_reduce::mean) {
-    AUDIOKV_REQUIRE(group_size >= 1, where_observe_.c_str(), "group_size", group_size,
-                    "must be >= 1");
+    AUDIOKV_REQUIRE(group_size >= 1, sites_.observe, "group_size", group_size, "must be >= 1");
     check_group_size(group_size);
-    store_.validate_group(where_observe_.c_str(), attention, group_size, num_cells);
+    store_.validate_group(sites_.observe, attention, group_size, num_cells);
     on_observe_rows(attention.data(), group_size, mode);
     ++steps_;
   }
@@ -117,8 +120,7 @@ class baseline_policy : public eviction_policy {
   }
 
   void plan_to(std::int32_t target_cells, eviction_plan& out) const final {
-    AUDIOKV_REQUIRE(target_cells >= 0, where_plan_.c_str(), "target_cells", target_cells,
-                    "must be >= 0");
+    AUDIOKV_REQUIRE(target_cells >= 0, sites_.plan, "target_cells", target_cells, "must be >= 0");
     if (target_cells >= store_.size()) {
       store_.build_empty_plan(out);
       return;
@@ -131,7 +133,7 @@ class baseline_policy : public eviction_policy {
   /// @throws audiokv::error naming "evict_mask.size()" unless it equals num_cells().
   void plan_evicting(span<const std::uint8_t> evict_mask, eviction_plan& out) const final {
     AUDIOKV_REQUIRE(
-        evict_mask.size() == static_cast<std::size_t>(store_.size()), where_plan_.c_str(),
+        evict_mask.size() == static_cast<std::size_t>(store_.size()), sites_.plan,
         "evict_mask.size()", evict_mask.size(),
         ::audiokv::detail::describe("must equal num_cells() = ", store_.size()).c_str());
     std::uint8_t* mask = store_.clear_evict_mask(out);
@@ -141,7 +143,7 @@ class baseline_policy : public eviction_policy {
 
   /// The unchecked-length form: reads num_cells() flags from `evict_mask`.
   void plan_evicting(const std::uint8_t* evict_mask, eviction_plan& out) const {
-    AUDIOKV_REQUIRE(store_.size() == 0 || evict_mask != nullptr, where_plan_.c_str(), "evict_mask",
+    AUDIOKV_REQUIRE(store_.size() == 0 || evict_mask != nullptr, sites_.plan, "evict_mask",
                     "nullptr", "must point to num_cells() flags");
     plan_evicting(span<const std::uint8_t>(evict_mask, static_cast<std::size_t>(store_.size())),
                   out);
@@ -149,17 +151,15 @@ class baseline_policy : public eviction_policy {
 
   /// Throws exactly as append() would, without appending.
   void check_append(const frame_meta* frames, std::int32_t count) const {
-    store_.validate_append(where_append_.c_str(), frames, count);
+    store_.validate_append(sites_.append, frames, count);
     validate_append_extra(frames, count);
   }
 
   /// Throws exactly as apply() would, without applying.
-  void check_plan(const eviction_plan& plan) const {
-    store_.validate_plan(where_apply_.c_str(), plan);
-  }
+  void check_plan(const eviction_plan& plan) const { store_.validate_plan(sites_.apply, plan); }
 
   void apply(const eviction_plan& plan) final {
-    store_.validate_plan(where_apply_.c_str(), plan);
+    store_.validate_plan(sites_.apply, plan);
     on_apply(plan);
     store_.apply(plan);
     cells_evicted_ += static_cast<std::int64_t>(plan.evict.size());
@@ -183,12 +183,37 @@ class baseline_policy : public eviction_policy {
   /// Validates `config` and allocates the cell store; `policy_name` prefixes error locations.
   /// @throws audiokv::error naming the first invalid field of `config`.
   baseline_policy(const char* policy_name, const baseline_config& config)
-      : where_append_(std::string(policy_name) + "::append"),
-        where_observe_(std::string(policy_name) + "::observe"),
-        where_plan_(std::string(policy_name) + "::plan"),
-        where_apply_(std::string(policy_name) + "::apply"),
+      : sites_(policy_name),
         store_((config.validate(policy_name), config.reserved_capacity()), config.num_speakers),
         budget_(config.budget) {}
+
+  /// A copy is another cache with the same cells and history (and a new id()).
+  baseline_policy(const baseline_policy&) = default;
+  /// Copy assignment (a new id()).
+  baseline_policy& operator=(const baseline_policy&) = default;
+  /// Moves the policy (cells, history and id()). The moved-from policy is valid and empty, as
+  /// tiered_cache's: no cells, capacity() 0, a new id(), zero counters, the same name, budget
+  /// and configuration; readers report zero cells, observe() takes 0 cells, plan() and
+  /// plan_to() give empty plans, and append() of any frame is rejected. A derived policy's own
+  /// per-cell arrays move with it (empty, for capacity 0).
+  baseline_policy(baseline_policy&& other) noexcept
+      : sites_(other.sites_),
+        store_(std::move(other.store_)),
+        budget_(other.budget_),
+        steps_(std::exchange(other.steps_, 0)),
+        cells_evicted_(std::exchange(other.cells_evicted_, 0)) {}
+  /// Move assignment, with the moved-from state of the move constructor.
+  baseline_policy& operator=(baseline_policy&& other) noexcept {
+    if (this != &other) {
+      sites_ = other.sites_;
+      store_ = std::move(other.store_);
+      budget_ = other.budget_;
+      steps_ = std::exchange(other.steps_, 0);
+      cells_evicted_ = std::exchange(other.cells_evicted_, 0);
+    }
+    return *this;
+  }
+  ~baseline_policy() override = default;
 
   /// Extra checks of an append (after the common ones); must not change state.
   virtual void validate_append_extra(const frame_meta*, std::int32_t) const {}
@@ -207,7 +232,7 @@ class baseline_policy : public eviction_policy {
   /// The cached cells' metadata, for the derived policy's selection.
   const detail::cell_store& store() const noexcept { return store_; }
   /// Error location of plan() ("<name>::plan").
-  const char* where_plan() const noexcept { return where_plan_.c_str(); }
+  const char* where_plan() const noexcept { return sites_.plan; }
   /// Changes the budget (adakv's per-head share); the caller keeps it valid.
   void set_budget(std::int32_t budget) noexcept { budget_ = budget; }
 
@@ -231,7 +256,7 @@ class baseline_policy : public eviction_policy {
  private:
   void check_group_size(std::int32_t rows) const {
     const std::int32_t required = required_group_size();
-    AUDIOKV_REQUIRE(required == 0 || rows == required, where_observe_.c_str(), "group_size", rows,
+    AUDIOKV_REQUIRE(required == 0 || rows == required, sites_.observe, "group_size", rows,
                     ::audiokv::detail::describe("must equal config.group_size = ", required,
                                                 " (use observe_group for GQA rows)")
                         .c_str());
@@ -251,7 +276,19 @@ class baseline_policy : public eviction_policy {
     out.protections_released = 0;
   }
 
-  std::string where_append_, where_observe_, where_plan_, where_apply_;
+  /// The error locations "<policy>::append", ... in fixed arrays: a copy or a move keeps them
+  /// without allocating.
+  struct call_sites {
+    char append[64], observe[64], plan[64], apply[64];
+    explicit call_sites(const char* policy) noexcept {
+      std::snprintf(append, sizeof append, "%s::append", policy);
+      std::snprintf(observe, sizeof observe, "%s::observe", policy);
+      std::snprintf(plan, sizeof plan, "%s::plan", policy);
+      std::snprintf(apply, sizeof apply, "%s::apply", policy);
+    }
+  };
+
+  call_sites sites_;
   detail::cell_store store_;
   std::int32_t budget_;
   std::int64_t steps_ = 0;

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "../../error.hpp"
+#include "../../types/cache_limits.hpp"
 #include "../scores/budget.hpp"
 #include "snapkv.hpp"
 
@@ -39,8 +40,8 @@ struct pyramidkv_config {
   }
   /// snap with base.budget replaced by the layer budget (capacity 0 still means budget + 1).
   snapkv_config resolved(const char* where) const {
-    AUDIOKV_REQUIRE(snap.base.budget >= 1, where, "config.budget", snap.base.budget,
-                    "must be >= 1");
+    // The mean first: the schedule of a budget above the bound could overflow int32.
+    types::detail::require_cell_count(where, "config.budget", snap.base.budget, 1);
     AUDIOKV_REQUIRE(num_layers >= 1, where, "config.num_layers", num_layers, "must be >= 1");
     AUDIOKV_REQUIRE(layer >= 0 && layer < num_layers, where, "config.layer", layer,
                     "must be in [0, num_layers)");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../../core/compaction.hpp"
+#include "../../core/importance.hpp"
 #include "../../detail/describe.hpp"
 #include "../../error.hpp"
 #include "../../span.hpp"
@@ -116,8 +117,9 @@ class snapshot_reader {
     check(v <= 1, static_cast<int>(v), field, index, "must be 0 or 1");
     return v != 0;
   }
-  /// Unless `ok`, throws audiokv::error naming "snapshot", whose message gives the value, the
-  /// field (field[index] when index >= 0), the expectation and the byte offset after the field.
+  /// Unless `ok`, throws audiokv::error naming "snapshot", whose message gives the field
+  /// (field[index] when index >= 0), the expectation, the value and the byte offset after the
+  /// field: "snapshot: num_cells must be ... (it is 5000; the field ends at byte 40)".
   /// The message is built only on failure, so a passing check allocates nothing.
   template <class Value>
   void check(bool ok, const Value& value, const char* field, long long index,
@@ -140,9 +142,10 @@ class snapshot_reader {
                          const char* expectation) const {
     const std::string name =
         index >= 0 ? ::audiokv::detail::indexed(field, index) : std::string(field);
-    ::audiokv::detail::throw_invalid(
-        where_, "snapshot", value,
-        (name + " " + expectation + " (field ending at byte " + std::to_string(at_) + ")").c_str());
+    ::audiokv::detail::throw_invalid_part(
+        where_, "snapshot",
+        ::audiokv::detail::describe(name, " ", expectation, " (it is ", value,
+                                    "; the field ends at byte ", at_, ")"));
   }
 
   const char* where_;
@@ -247,6 +250,17 @@ class cell_positions {
   std::int32_t held_ = 0;               // positions [0, held_) are held in table_ (== cells)
 };
 
+/// "the frame at position p (speaker s, voice v, flags f, prior q) differs from (speaker ...)":
+/// `given` against `held`, the metadata a frame_table holds at the same position.
+inline std::string frame_mismatch(const frame_meta& given, const frame_meta& held) {
+  const auto fields = [](const frame_meta& f) {
+    return ::audiokv::detail::describe("(speaker ", f.speaker, ", voice ", f.voice, ", flags ",
+                                       static_cast<int>(f.flags), ", prior ", f.prior, ")");
+  };
+  return ::audiokv::detail::describe("the frame at position ", given.pos, " ", fields(given),
+                                     " differs from ", fields(held));
+}
+
 /// @brief Structure-of-arrays metadata of the cached cells, capacity reserved up front (and
 /// grown only by reserve()), and the identity stamped on plans. Every const member only reads:
 /// plan builders write into the plan (eviction_plan::scratch), never into the store.
@@ -269,6 +283,48 @@ class cell_store {
     prior_.resize(capacity);
     tier_.resize(capacity);
   }
+  cell_store(const cell_store&) = default;
+  cell_store& operator=(const cell_store&) = default;
+  /// Takes the cells, their arrays and the identity; `other` is left an empty store of
+  /// capacity 0 (no arrays, no shared table, a new identity, its generation advanced), which
+  /// reserve() makes usable again.
+  cell_store(cell_store&& other) noexcept
+      : speaker_(std::move(other.speaker_)),
+        voice_(std::move(other.voice_)),
+        flags_(std::move(other.flags_)),
+        prior_(std::move(other.prior_)),
+        tier_(std::move(other.tier_)),
+        cells_(std::move(other.cells_)),
+        capacity_(other.capacity_),
+        num_speakers_(other.num_speakers_),
+        size_(other.size_),
+        newest_pos_(other.newest_pos_),
+        has_frames_(other.has_frames_),
+        generation_(other.generation_),
+        identity_(std::move(other.identity_)) {
+    other.become_empty();
+  }
+  /// Move assignment with the moved-from state of the move constructor.
+  cell_store& operator=(cell_store&& other) noexcept {
+    if (this != &other) {
+      speaker_ = std::move(other.speaker_);
+      voice_ = std::move(other.voice_);
+      flags_ = std::move(other.flags_);
+      prior_ = std::move(other.prior_);
+      tier_ = std::move(other.tier_);
+      cells_ = std::move(other.cells_);  // releases this store's references first
+      capacity_ = other.capacity_;
+      num_speakers_ = other.num_speakers_;
+      size_ = other.size_;
+      newest_pos_ = other.newest_pos_;
+      has_frames_ = other.has_frames_;
+      generation_ = other.generation_;
+      identity_ = std::move(other.identity_);
+      other.become_empty();
+    }
+    return *this;
+  }
+  ~cell_store() = default;
 
   /// Grows every per-cell array to `new_capacity` slots, keeping cells, metadata, the
   /// generation (outstanding plans stay valid) and every value in order. A request at or below
@@ -307,9 +363,13 @@ class cell_store {
   void share_frames(const char* where, std::shared_ptr<frame_table> table) {
     if (cells_.table_ || !table) return;
     for (std::int32_t j = 0; j < size_; ++j) {
-      AUDIOKV_REQUIRE(table->agrees(frame_of(j)), where, "table", cells_.pos_[j],
-                      "holds other metadata at this cached position (another sequence's "
-                      "frames?)");
+      const frame_meta own = frame_of(j);
+      if (table->agrees(own)) continue;
+      ::audiokv::detail::throw_invalid_part(
+          where, "table",
+          frame_mismatch(own, table->frame(own.pos)) +
+              " (this cache's cell against the table's row): the caches of a table must hold "
+              "one sequence's frames");
     }
     table->prepare_each(size_, [this](std::int32_t j) { return cells_.pos_[j]; });
     for (std::int32_t j = 0; j < size_; ++j) table->acquire(frame_of(j));  // cannot throw now
@@ -376,9 +436,12 @@ class cell_store {
                     "must point to count frames");
     AUDIOKV_REQUIRE(
         static_cast<std::int64_t>(size_) + count <= capacity_, where, "count", count,
-        ::audiokv::detail::describe("exceeds the free capacity: ", capacity_ - size_, " of ",
-                                    capacity_, " slots free (plan and apply an eviction first)")
-            .c_str());
+        capacity_ == 0 ? "exceeds the capacity 0 of this cache (a moved-from cache holds no slots: "
+                         "reserve() them or assign a cache to it)"
+                       : ::audiokv::detail::describe(
+                             "exceeds the free capacity: ", capacity_ - size_, " of ", capacity_,
+                             " slots free (plan and apply an eviction first)")
+                             .c_str());
     std::int64_t previous = has_frames_ ? static_cast<std::int64_t>(newest_pos_) : INT64_MIN;
     for (std::int32_t i = 0; i < count; ++i) {
       const frame_meta& f = frames[i];
@@ -394,10 +457,12 @@ class cell_store {
       AUDIOKV_REQUIRE(std::isfinite(f.prior), where,
                       ::audiokv::detail::indexed("frames", i) + ".prior", f.prior,
                       "must be finite");
-      AUDIOKV_REQUIRE(!cells_.table_ || cells_.table_->agrees(f), where,
-                      ::audiokv::detail::indexed("frames", i), f.pos,
-                      "differs from the frame the sequence's shared frame table holds at this "
-                      "position (every cache of a sequence appends the same frames)");
+      if (cells_.table_ && !cells_.table_->agrees(f)) {
+        ::audiokv::detail::throw_invalid_part(
+            where, ::audiokv::detail::indexed("frames", i),
+            frame_mismatch(f, cells_.table_->frame(f.pos)) +
+                ": every cache of a sequence appends the same frames");
+      }
       previous = f.pos;
     }
   }
@@ -416,7 +481,7 @@ class cell_store {
     AUDIOKV_REQUIRE(num_cells == 0 || attention != nullptr, where, "attention", "nullptr",
                     "must point to the scores");
     for (std::int32_t j = 0; j < num_cells; ++j) {
-      AUDIOKV_REQUIRE(std::isfinite(attention[j]) && attention[j] >= 0.0f, where,
+      AUDIOKV_REQUIRE(core::is_valid_attention(attention[j]), where,
                       ::audiokv::detail::indexed("attention", j), attention[j],
                       "must be finite and >= 0");
     }
@@ -440,7 +505,7 @@ class cell_store {
     const float* values = attention.data();
     for (std::int64_t i = 0; i < total; ++i) {
       AUDIOKV_REQUIRE(
-          std::isfinite(values[i]) && values[i] >= 0.0f, where,
+          core::is_valid_attention(values[i]), where,
           ::audiokv::detail::indexed(::audiokv::detail::indexed("attention", i / num_cells).c_str(),
                                      i % num_cells),
           values[i], "must be finite and >= 0");
@@ -644,8 +709,13 @@ class cell_store {
     for (std::int32_t j = 0; j < size_; ++j) w.u8(static_cast<std::uint8_t>(tier_[j]));
   }
 
+  /// Highest generation + 1 a snapshot may carry: 2^63. The restored generation,
+  /// max(generation(), saved) + 1, then stays more than 2^63 counts away from wrapping.
+  static constexpr std::uint64_t max_snapshot_generation = std::uint64_t{1} << 63;
+
   /// Reads what save() wrote for `n` <= capacity() cells, checking every value as append()
-  /// would (positions strictly ascending and at most newest_pos, speakers in [0,
+  /// would (generation below max_snapshot_generation, positions strictly ascending and at
+  /// most newest_pos, speakers in [0,
   /// num_speakers), voice in [0, 1], finite priors, tiers valid, at most `max_sinks` sinks);
   /// throws through `r` on the first bad one. Writes the store only when `commit` (a second
   /// pass over input the first pass accepted); the generation then becomes
@@ -654,6 +724,10 @@ class cell_store {
     const std::int32_t newest = r.i32();
     const bool has_frames = r.flag("has_frames");
     const std::uint64_t generation = r.u64();
+    r.check(generation < max_snapshot_generation, generation, "generation",
+            "must be below 2^63: a cache counts one generation per append, apply, reset and "
+            "restore and never gets there, and from a higher one the counter could wrap and "
+            "make a plan stale since then current again");
     r.check(n == 0 || has_frames, n, "num_cells", "must be 0 when no frame was appended");
     const std::byte* arrays = r.here();  // pos, speaker, voice, flags, prior: n values each
     // Cell j's value in the array that starts at n * offset bytes and holds `width` bytes each.
@@ -790,6 +864,12 @@ class cell_store {
   }
 
  private:
+  /// The state a move leaves behind: no cells and capacity 0 (the arrays went with the move).
+  void become_empty() noexcept {
+    capacity_ = 0;
+    reset();
+  }
+
   std::vector<std::int32_t> speaker_;  // [capacity] per cell, or empty after share_frames()
   std::vector<float> voice_;           // [capacity] per cell, or empty after share_frames()
   std::vector<std::uint8_t> flags_;    // [capacity] frame_flag bits, or empty when shared

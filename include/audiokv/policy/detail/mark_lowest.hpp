@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../../core/selection.hpp"
+
 namespace audiokv::policy::detail {
 
 /// @brief Marks in `mask` the `count` entries of order[0, size) that come first in the order
-/// (value, key) ascending: core::evicts_before for any value type. Keys are unique, so the
-/// marked set is unique. Rearranges `order`; never allocates.
+/// (value, key) ascending: core::evicts_before_by (NaN lowest) for any value type. Keys are
+/// unique, so the marked set is unique. Rearranges `order`; never allocates.
 /// @return the number marked: count clamped to [0, size].
 template <class Value, class Key>
 std::int32_t mark_lowest(const Value* value, const Key* key, std::int32_t* order, std::int32_t size,
@@ -20,7 +22,7 @@ std::int32_t mark_lowest(const Value* value, const Key* key, std::int32_t* order
   count = std::min(count, size);
   if (count <= 0) return 0;
   auto before = [value, key](std::int32_t a, std::int32_t b) {
-    return value[a] < value[b] || (value[a] == value[b] && key[a] < key[b]);
+    return core::evicts_before_by(value[a], key[a], value[b], key[b]);
   };
   if (count < size) std::nth_element(order, order + count - 1, order + size, before);
   for (std::int32_t i = 0; i < count; ++i) mask[order[i]] = 1;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "../../core/importance.hpp"
 #include "../../error.hpp"
 
 namespace audiokv::policy::scores::detail {
@@ -16,8 +17,8 @@ inline void require_attention(const char* where, const char* name, const float* 
   AUDIOKV_REQUIRE(count == 0 || values != nullptr, where, name, "nullptr",
                   "must point to the attention weights");
   for (std::int64_t i = 0; i < count; ++i) {
-    AUDIOKV_REQUIRE(std::isfinite(values[i]) && values[i] >= 0.0f, where,
-                    ::audiokv::detail::indexed(name, i), values[i], "must be finite and >= 0");
+    AUDIOKV_REQUIRE(core::is_valid_attention(values[i]), where, ::audiokv::detail::indexed(name, i),
+                    values[i], "must be finite and >= 0");
   }
 }
 
