@@ -16,10 +16,10 @@
 #include <type_traits>
 #include <utility>
 
-#include "../config.hpp"
+#include "../../config.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 /// @brief What a per-cell stage reads: the previous stage's scores of the whole row (time
 /// order, n cells) and the index of the cell it computes. Reads outside [0, n) through at()
@@ -78,11 +78,11 @@ void apply_cells(const Stage& stage, const float* in, float* out, std::int32_t n
 
 }  // namespace detail
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::cell_neighbourhood;
-using policy::has_cell_operator;
-using policy::is_cell_stage;
-using policy::is_cell_stage_v;
+using policy::stages::cell_neighbourhood;
+using policy::stages::has_cell_operator;
+using policy::stages::is_cell_stage;
+using policy::stages::is_cell_stage_v;
 }  // namespace audiokv

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "../config.hpp"
+#include "../../config.hpp"
 #include "cell_stage.hpp"
 #include "local_rank_stage.hpp"
 #include "median_stage.hpp"
@@ -19,7 +19,7 @@
 #include "stage_traits.hpp"
 #include "trend_stage.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 namespace detail {
 
@@ -75,7 +75,7 @@ class smoothing_pipeline {
                 "`void apply(const float* in, float* out, std::int32_t n, const stage_context&) "
                 "const` and be copyable, or be a trivially copyable cell stage with "
                 "`AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood&, const "
-                "stage_context&) const` (see policy/stage_traits.hpp).");
+                "stage_context&) const` (see policy/stages/stage_traits.hpp).");
 
  public:
   static constexpr std::size_t num_stages = sizeof...(Stages);  ///< number of stages
@@ -130,7 +130,7 @@ class smoothing_pipeline {
                       const stage_context& ctx) const {
     static_assert(runs_on_device,
                   "audiokv::smoothing_pipeline::apply_per_cell: every stage must "
-                  "be a cell stage (policy/cell_stage.hpp)");
+                  "be a cell stage (policy/stages/cell_stage.hpp)");
     run<true>(in, out, scratch, n, ctx);
   }
 
@@ -222,9 +222,9 @@ class smoothing_pipeline {
 using default_pipeline =
     smoothing_pipeline<median_stage<5>, trend_stage, local_rank_stage, speaker_norm_stage>;
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::default_pipeline;
-using policy::smoothing_pipeline;
+using policy::stages::default_pipeline;
+using policy::stages::smoothing_pipeline;
 }  // namespace audiokv

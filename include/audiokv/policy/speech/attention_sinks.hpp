@@ -11,10 +11,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../core/selection.hpp"
-#include "../error.hpp"
+#include "../../core/selection.hpp"
+#include "../../error.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::speech {
 
 /// @brief Switches and counts of the attention-sink rule.
 struct attention_sinks_config {
@@ -74,9 +74,9 @@ inline std::int32_t mark_attention_sinks(const attention_sinks_config& config,
   return marked + take;
 }
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::speech
 
 namespace audiokv {
-using policy::attention_sinks_config;
-using policy::mark_attention_sinks;
+using policy::speech::attention_sinks_config;
+using policy::speech::mark_attention_sinks;
 }  // namespace audiokv

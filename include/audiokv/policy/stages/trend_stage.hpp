@@ -6,11 +6,11 @@
 
 #include <cstdint>
 
-#include "../core/math.hpp"
-#include "../core/trend.hpp"
+#include "../../core/math.hpp"
+#include "../../core/trend.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 /// @brief s[j] = w m[j] + (1 - w)(s[j-1] + d[j-1]); d[j] = g (s[j] - s[j-1]) + (1 - g) d[j-1].
 ///
@@ -35,8 +35,8 @@ struct trend_stage {
   }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::trend_stage;
+using policy::stages::trend_stage;
 }  // namespace audiokv

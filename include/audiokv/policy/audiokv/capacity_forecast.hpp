@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "../core/prefetch.hpp"
-#include "../error.hpp"
-#include "../types/prefetch_config.hpp"
+#include "../../core/prefetch.hpp"
+#include "../../error.hpp"
+#include "../../types/prefetch_config.hpp"
 
 namespace audiokv::policy {
 

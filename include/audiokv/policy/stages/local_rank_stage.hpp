@@ -11,12 +11,12 @@
 
 #include <cstdint>
 
-#include "../config.hpp"
-#include "../core/selection.hpp"
+#include "../../config.hpp"
+#include "../../core/selection.hpp"
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 /// @brief out[j] = (1 + #{i in block(j) : (in[i], i) before (in[j], j)}) / block; block = 0 is
 /// the identity. Ties rank by position (older lower), as selection does.
@@ -56,8 +56,8 @@ struct local_rank_stage {
   }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::local_rank_stage;
+using policy::stages::local_rank_stage;
 }  // namespace audiokv

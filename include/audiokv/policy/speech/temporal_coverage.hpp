@@ -12,10 +12,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../core/segment_floor.hpp"
-#include "../error.hpp"
+#include "../../core/segment_floor.hpp"
+#include "../../error.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::speech {
 
 /// @brief Switches and parameters of the temporal-coverage rule.
 struct temporal_coverage_config {
@@ -227,9 +227,9 @@ inline std::int32_t mark_coverage_floor(const std::int32_t* pos, const float* vo
   return marked;
 }
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::speech
 
 namespace audiokv {
-using policy::mark_coverage_floor;
-using policy::temporal_coverage_config;
+using policy::speech::mark_coverage_floor;
+using policy::speech::temporal_coverage_config;
 }  // namespace audiokv

@@ -17,12 +17,12 @@
 #include <utility>
 #include <vector>
 
-#include "../core/compaction.hpp"
-#include "../core/merge.hpp"
-#include "../error.hpp"
-#include "../types/eviction_plan.hpp"
+#include "../../core/compaction.hpp"
+#include "../../core/merge.hpp"
+#include "../../error.hpp"
+#include "../../types/eviction_plan.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::speech {
 
 /// @brief Weights w_j >= 1 (cells each kept cell stands for) of one cache, kept in slot order
 /// alongside the policy's cells, and their logarithms as logit biases.
@@ -147,8 +147,8 @@ class attention_mass {
   std::int32_t size_ = 0;
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::speech
 
 namespace audiokv {
-using policy::attention_mass;
+using policy::speech::attention_mass;
 }  // namespace audiokv

@@ -6,7 +6,7 @@
 ///      void apply(const float* in, float* out, std::int32_t n, const stage_context&) const;
 ///    (in != out), run on the host only; for stages whose cells depend on each other in order
 ///    (trend_stage's recurrence) or on the whole row at once (spectral_lowpass_stage's FFT);
-///  - a cell stage (policy/cell_stage.hpp): a trivially copyable functor
+///  - a cell stage (policy/stages/cell_stage.hpp): a trivially copyable functor
 ///      AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood&, const stage_context&)
 ///      const;
 ///    that runs on the host and in a CUDA kernel alike. A type may provide both (median_stage:
@@ -20,7 +20,7 @@
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 template <class S, class = void>
 struct has_row_apply : std::false_type {};
@@ -47,14 +47,14 @@ template <class S>
 concept cell_smoothing_stage = is_cell_stage_v<S>;
 #endif
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::has_row_apply;
-using policy::is_smoothing_stage;
-using policy::is_smoothing_stage_v;
+using policy::stages::has_row_apply;
+using policy::stages::is_smoothing_stage;
+using policy::stages::is_smoothing_stage_v;
 #if AUDIOKV_HAS_CONCEPTS
-using policy::cell_smoothing_stage;
-using policy::smoothing_stage;
+using policy::stages::cell_smoothing_stage;
+using policy::stages::smoothing_stage;
 #endif
 }  // namespace audiokv

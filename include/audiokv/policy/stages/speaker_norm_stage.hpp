@@ -8,12 +8,12 @@
 
 #include <cstdint>
 
-#include "../config.hpp"
-#include "../core/math.hpp"
+#include "../../config.hpp"
+#include "../../core/math.hpp"
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 /// @brief out[j] = in[j] / max(baseline[speaker[j]], floor).
 struct speaker_norm_stage {
@@ -45,8 +45,8 @@ struct speaker_norm_stage {
   }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::speaker_norm_stage;
+using policy::stages::speaker_norm_stage;
 }  // namespace audiokv

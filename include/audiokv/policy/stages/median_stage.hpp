@@ -9,12 +9,12 @@
 #include <xmmintrin.h>
 #endif
 
-#include "../config.hpp"
-#include "../core/median.hpp"
+#include "../../config.hpp"
+#include "../../core/median.hpp"
 #include "cell_stage.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 /// @brief out[j] = median(in[j - W/2 .. j + W/2]) with the ends replicated. W odd.
 ///
@@ -64,8 +64,8 @@ struct median_stage {
   }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::median_stage;
+using policy::stages::median_stage;
 }  // namespace audiokv

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 /// @brief Per-evaluation context handed to every smoothing stage.
 struct stage_context {
@@ -15,8 +15,8 @@ struct stage_context {
   const std::int32_t* pos = nullptr;  // [n] logical positions, ascending
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::stage_context;
+using policy::stages::stage_context;
 }  // namespace audiokv

@@ -12,13 +12,13 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../core/selection.hpp"
-#include "../core/trend.hpp"
+#include "../../core/selection.hpp"
+#include "../../core/trend.hpp"
 #include "alignment_frontier.hpp"
 #include "attention_sinks.hpp"
 #include "temporal_coverage.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::speech {
 
 /// @brief Every speech rule, each with its own switch (an ablation turns one off).
 struct speech_rules_config {
@@ -234,11 +234,11 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   return true;
 }
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::speech
 
 namespace audiokv {
-using policy::apply_speech_rules;
-using policy::speech_rules_config;
-using policy::speech_scale_sums;
-using policy::speech_tier;
+using policy::speech::apply_speech_rules;
+using policy::speech::speech_rules_config;
+using policy::speech::speech_scale_sums;
+using policy::speech::speech_tier;
 }  // namespace audiokv

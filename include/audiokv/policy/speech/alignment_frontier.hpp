@@ -14,9 +14,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../error.hpp"
+#include "../../error.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::speech {
 
 /// @brief Switches and parameters of the alignment-frontier rule.
 struct alignment_frontier_config {
@@ -136,9 +136,9 @@ class alignment_frontier {
   bool has_given_ = false;
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::speech
 
 namespace audiokv {
-using policy::alignment_frontier;
-using policy::alignment_frontier_config;
+using policy::speech::alignment_frontier;
+using policy::speech::alignment_frontier_config;
 }  // namespace audiokv

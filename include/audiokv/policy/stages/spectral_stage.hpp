@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "../error.hpp"
+#include "../../error.hpp"
 #include "stage_context.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::stages {
 
 namespace detail {
 
@@ -73,8 +73,8 @@ enum class spectral_padding : std::uint8_t {
 /// frequencies. With M the padded length, bins k with min(k, M - k) <= floor(cutoff * M / 2)
 /// survive (DC always does), so cutoff = 1 is the identity and a constant stays constant.
 ///
-/// A row stage, host only (policy/stage_traits.hpp): every output cell depends on the whole row
-/// through the FFT, so there is no per-cell form; on a device it would be a batched cuFFT pass
+/// A row stage, host only (policy/stages/stage_traits.hpp): every output cell depends on the whole
+/// row through the FFT, so there is no per-cell form; on a device it would be a batched cuFFT pass
 /// between two kernels, not a stage inside one. apply() is const and uses
 /// a mutable buffer that grows to the largest M seen, so it allocates only while it grows and
 /// one object must not be used from two threads at once (copies are independent).
@@ -142,9 +142,9 @@ struct spectral_lowpass_stage {
   mutable std::vector<std::complex<double>> buffer_;  // [M] FFT workspace
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::stages
 
 namespace audiokv {
-using policy::spectral_lowpass_stage;
-using policy::spectral_padding;
+using policy::stages::spectral_lowpass_stage;
+using policy::stages::spectral_padding;
 }  // namespace audiokv
