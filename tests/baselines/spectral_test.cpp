@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <audiokv/policy/audiokv/tiered_cache.hpp>
 #include <audiokv/policy/baselines/head_budget_allocator.hpp>
-#include <audiokv/policy/smoothing_pipeline.hpp>
-#include <audiokv/policy/spectral_stage.hpp>
-#include <audiokv/policy/stage_traits.hpp>
+#include <audiokv/policy/stages/smoothing_pipeline.hpp>
+#include <audiokv/policy/stages/spectral_stage.hpp>
+#include <audiokv/policy/stages/stage_traits.hpp>
 #include <cmath>
 #include <complex>
 #include <numeric>

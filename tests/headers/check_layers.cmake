@@ -9,7 +9,7 @@
 #   0 base     config.hpp error.hpp span.hpp version.hpp detail/   (portability, errors, spans)
 #   1 core     core/        per-cell math, AUDIOKV_HOST_DEVICE
 #   2 types    types/       plans, frame metadata, tiers, configuration records
-#   3 policy   policy/      AudioKV and the baselines: what to evict
+#   3 policy   policy/      AudioKV and the baselines: what to evict, in rooms (below)
 #   4 pool     pool/        memory: slot tables, K/V stores, batches of caches
 #   5 execute  cpu/ cuda/   carry plans out on host or device memory
 #   6 top      registry.hpp and the umbrellas audiokv.hpp eigen.hpp cuda.cuh
@@ -31,13 +31,40 @@ set(_layer_table
 # (its `detail` among them). A header under a folder other than detail/ may end with one block
 # `namespace audiokv { ... }` of using-declarations and namespace aliases that re-export its public
 # names into audiokv; no namespace may open after it.
+# One exception to folder = namespace: policy/audiokv/ (the AudioKV policy: tiered_cache, its
+# planner, pools, tracker and prefetch forecast) stays in audiokv::policy, since a nested
+# audiokv::policy::audiokv would repeat the library's name; its parts live in audiokv::policy::detail.
 set(_namespace_table
   "detail/=audiokv::detail"
   "core/=audiokv::core"
   "types/=audiokv::types"
-  "policy/=audiokv::policy" "policy/scores/=audiokv::policy::scores"
+  "policy/=audiokv::policy"
+  "policy/audiokv/=audiokv::policy"
+  "policy/baselines/=audiokv::policy::baselines"
+  "policy/detail/=audiokv::policy::detail"
+  "policy/scores/=audiokv::policy::scores"
+  "policy/speech/=audiokv::policy::speech"
+  "policy/stages/=audiokv::policy::stages"
   "pool/=audiokv::pool"
   "cpu/=audiokv::cpu" "cuda/=audiokv::cuda" "engines/=audiokv::engines")
+
+# The rooms of policy/ depend one way: the smoothing stages and the speech rules are parts the
+# AudioKV policy composes, the kvpress scorers are parts the baselines compose, and the AudioKV
+# policy and the baselines are peers. Each entry "<from prefix>!<to prefix>" forbids a header
+# under <from> to include one under <to>.
+set(_room_rules
+  "policy/stages/!policy/audiokv/" "policy/stages/!policy/baselines/"
+  "policy/stages/!policy/scores/" "policy/stages/!policy/speech/"
+  "policy/speech/!policy/audiokv/" "policy/speech/!policy/baselines/"
+  "policy/speech/!policy/scores/" "policy/speech/!policy/stages/"
+  "policy/scores/!policy/audiokv/" "policy/scores/!policy/baselines/"
+  "policy/scores/!policy/speech/" "policy/scores/!policy/stages/"
+  "policy/baselines/!policy/audiokv/" "policy/audiokv/!policy/baselines/"
+  "policy/detail/!policy/audiokv/" "policy/detail/!policy/baselines/"
+  "policy/detail/!policy/scores/" "policy/detail/!policy/speech/"
+  "policy/detail/!policy/stages/")
+
+cmake_policy(VERSION 3.25)  # IN_LIST, as when run from the project
 
 if(NOT AUDIOKV_INCLUDE_DIR OR NOT IS_DIRECTORY "${AUDIOKV_INCLUDE_DIR}")
   message(FATAL_ERROR "check_layers: set AUDIOKV_INCLUDE_DIR to include/audiokv")
@@ -151,9 +178,31 @@ function(audiokv_check_namespaces rel out)
   set(${out} ${_faults} PARENT_SCOPE)
 endfunction()
 
+# Sets `out` to TRUE when the header at `rel` only forwards to another one (a header left at the
+# old path of a moved header for one release): besides comments and `#pragma once` it holds a
+# single #include.
+function(audiokv_is_forwarding rel out)
+  file(READ "${AUDIOKV_INCLUDE_DIR}/${rel}" _text)
+  string(REGEX REPLACE "//[^\n]*" "" _text "${_text}")
+  string(REGEX REPLACE "#[ \t]*pragma[ \t]+once" "" _text "${_text}")
+  string(STRIP "${_text}" _text)
+  set(_forwarding FALSE)
+  if(_text MATCHES "^#[ \t]*include[ \t]*\"[^\"\n]+\"$")
+    set(_forwarding TRUE)
+  endif()
+  set(${out} ${_forwarding} PARENT_SCOPE)
+endfunction()
+
 file(GLOB_RECURSE _headers RELATIVE "${AUDIOKV_INCLUDE_DIR}" "${AUDIOKV_INCLUDE_DIR}/*.hpp"
      "${AUDIOKV_INCLUDE_DIR}/*.cuh")
 list(SORT _headers)
+set(_forwarding "")
+foreach(_h IN LISTS _headers)
+  audiokv_is_forwarding("${_h}" _is)
+  if(_is)
+    list(APPEND _forwarding "${_h}")
+  endif()
+endforeach()
 set(_errors 0)
 set(_edges 0)
 foreach(_h IN LISTS _headers)
@@ -194,6 +243,21 @@ foreach(_h IN LISTS _headers)
       message(SEND_ERROR "${_h} (layer ${_from}) includes ${_target} (layer ${_to}): upward")
       math(EXPR _errors "${_errors} + 1")
     endif()
+    if(NOT _h IN_LIST _forwarding AND _target IN_LIST _forwarding)
+      message(SEND_ERROR "${_h} includes ${_target}, a forwarding header kept for users only; "
+                         "include the header it forwards to")
+      math(EXPR _errors "${_errors} + 1")
+    endif()
+    foreach(_rule IN LISTS _room_rules)
+      string(REGEX MATCH "^([^!]+)!(.+)$" _m "${_rule}")
+      string(FIND "${_h}" "${CMAKE_MATCH_1}" _at_from)
+      string(FIND "${_target}" "${CMAKE_MATCH_2}" _at_to)
+      if(_at_from EQUAL 0 AND _at_to EQUAL 0)
+        message(SEND_ERROR "${_h} includes ${_target}: ${CMAKE_MATCH_1} may not include "
+                           "${CMAKE_MATCH_2} (rooms of policy/ depend one way)")
+        math(EXPR _errors "${_errors} + 1")
+      endif()
+    endforeach()
   endforeach()
 endforeach()
 list(LENGTH _headers _count)
@@ -203,5 +267,7 @@ endif()
 if(_edges EQUAL 0)
   message(FATAL_ERROR "check_layers: found no library include in ${_count} headers")
 endif()
-message(STATUS "check_layers: ${_count} headers, ${_edges} library includes, none upward; "
-               "each header in its folder's namespace")
+list(LENGTH _forwarding _forwarders)
+message(STATUS "check_layers: ${_count} headers (${_forwarders} forwarding), ${_edges} library "
+               "includes, none upward, none across the rooms of policy/ against their order, "
+               "none through a forwarding header; each header in its folder's namespace")

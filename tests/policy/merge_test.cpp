@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <audiokv/error.hpp>
-#include <audiokv/policy/attention_mass.hpp>
+#include <audiokv/policy/speech/attention_mass.hpp>
 #include <cmath>
 #include <cstdint>
 #include <vector>

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <audiokv/audiokv.hpp>
-#include <audiokv/policy/attention_mass.hpp>
+#include <audiokv/policy/speech/attention_mass.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <functional>

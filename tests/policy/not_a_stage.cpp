@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Must fail to compile: `not_a_stage` has no apply(). Checked by policy.not_a_stage_is_rejected.
-#include <audiokv/policy/smoothing_pipeline.hpp>
+#include <audiokv/policy/stages/smoothing_pipeline.hpp>
 
 struct not_a_stage {
   float value = 0.0f;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
-#include <audiokv/policy/smoothing_pipeline.hpp>
+#include <audiokv/policy/stages/smoothing_pipeline.hpp>
 #include <vector>
 
 namespace {

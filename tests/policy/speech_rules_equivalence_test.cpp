@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <audiokv/policy/speech_rules.hpp>
+#include <audiokv/policy/speech/speech_rules.hpp>
 #include <climits>
 #include <cmath>
 #include <cstdint>

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <audiokv/audiokv.hpp>
-#include <audiokv/policy/attention_mass.hpp>
+#include <audiokv/policy/speech/attention_mass.hpp>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -329,9 +329,9 @@ TEST(TemporalCoverage, AgeDecayGivesThePastAHarmonicWeight) {
   EXPECT_EQ(marked(c.tier, 2), (std::vector<std::int32_t>{2, 7, 12, 17}));
   // Past density 0.5, T = 5: [0, 10) weighs 0.5 * 10 + 0.5 * 5 ln(15 / 5), [10, 20) 10; without
   // the decay, 0.5 * 10 + 10.
-  EXPECT_NEAR(policy::detail::coverage_time_weight(0, 20, 10, 0.5, 5.0), 15.0 + 2.5 * std::log(3.0),
-              1e-12);
-  EXPECT_DOUBLE_EQ(policy::detail::coverage_time_weight(0, 20, 10, 0.5, 0.0), 15.0);
+  EXPECT_NEAR(policy::speech::detail::coverage_time_weight(0, 20, 10, 0.5, 5.0),
+              15.0 + 2.5 * std::log(3.0), 1e-12);
+  EXPECT_DOUBLE_EQ(policy::speech::detail::coverage_time_weight(0, 20, 10, 0.5, 0.0), 15.0);
 }
 
 // The exponential profile's weight against a midpoint sum of past + (1 - past) exp(-(D - p) / T)
@@ -354,9 +354,10 @@ TEST(TemporalCoverage, ExponentialDecayWeightIsTheIntegralOfItsProfile) {
                   (1.0 - c.past) * std::exp(-(static_cast<double>(c.dense_from) - p) / c.decay));
     }
     sum += static_cast<double>(c.to - split);
-    EXPECT_NEAR(policy::detail::coverage_time_weight(c.from, c.to, c.dense_from, c.past, c.decay,
+    EXPECT_NEAR(
+        policy::speech::detail::coverage_time_weight(c.from, c.to, c.dense_from, c.past, c.decay,
                                                      /*exponential=*/true),
-                sum, 1e-6)
+        sum, 1e-6)
         << c.from << " " << c.to << " " << c.dense_from;
   }
 }

@@ -2,10 +2,10 @@
 #pragma once
 
 #include <algorithm>
-#include <audiokv/policy/attention_mass.hpp>
 #include <audiokv/policy/audiokv/tiered_cache.hpp>
 #include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
+#include <audiokv/policy/speech/attention_mass.hpp>
 #include <audiokv/pool/layer_plan.hpp>
 #include <cmath>
 #include <functional>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// Merging of K/V rows: the weighted mean that folds evicted cells into the kept cell that
-/// stands for them (policy/attention_mass.hpp decides which, and with which weights).
+/// stands for them (policy/speech/attention_mass.hpp decides which, and with which weights).
 #pragma once
 
 #include <cstdint>

@@ -22,9 +22,9 @@
 #include "../core/selection.hpp"
 #include "../detail/describe.hpp"
 #include "../error.hpp"
-#include "../policy/median_stage.hpp"
-#include "../policy/smoothing_pipeline.hpp"
-#include "../policy/stage_context.hpp"
+#include "../policy/stages/median_stage.hpp"
+#include "../policy/stages/smoothing_pipeline.hpp"
+#include "../policy/stages/stage_context.hpp"
 #include "../span.hpp"
 #include "../types/eviction_step_config.hpp"
 
@@ -59,7 +59,7 @@ template <class Pipeline = eviction_step_pipeline>
 class eviction_step {
   static_assert(Pipeline::runs_on_device,
                 "audiokv::cpu::eviction_step: every stage must be a cell stage "
-                "(policy/cell_stage.hpp), the stages the device step runs");
+                "(policy/stages/cell_stage.hpp), the stages the device step runs");
 
  public:
   /// @brief A step over `config` with every row empty.

@@ -12,7 +12,7 @@
 #include "../types/cache_limits.hpp"
 #include "../types/pool_split.hpp"
 #include "../types/prefetch_config.hpp"
-#include "speech_rules.hpp"
+#include "speech/speech_rules.hpp"
 
 namespace audiokv::policy {
 
@@ -75,7 +75,7 @@ struct audiokv_config {
   /// Prefetch: rate-based reservation ahead of need (off by default; tiered_cache::prefetch()).
   /// Last, so aggregate initialisation of the fields above is unchanged.
   prefetch_config prefetch{};
-  /// Speech rules of the selection (policy/speech_rules.hpp): attention sinks, the temporal
+  /// Speech rules of the selection (policy/speech/speech_rules.hpp): attention sinks, the temporal
   /// coverage floor and the alignment frontier, each with its own switch.
   speech_rules_config speech{};
   /// @brief Small budgets: whether the recent window may shrink to fit the budget.

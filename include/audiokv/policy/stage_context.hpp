@@ -1,22 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// What a sequence or group smoothing stage may read besides the scores themselves.
+/// Moved to policy/stages/stage_context.hpp; this forwarding header goes in the next release.
 #pragma once
 
-#include <cstdint>
-
-namespace audiokv::policy {
-
-/// @brief Per-evaluation context handed to every smoothing stage.
-struct stage_context {
-  const std::int32_t* speaker = nullptr;    // [n] speaker id of each cell
-  const float* speaker_baseline = nullptr;  // [num_speakers] running mean importance
-  std::int32_t num_speakers = 0;
-  const std::int32_t* pos = nullptr;  // [n] logical positions, ascending
-};
-
-}  // namespace audiokv::policy
-
-namespace audiokv {
-using policy::stage_context;
-}  // namespace audiokv
+#include "stages/stage_context.hpp"

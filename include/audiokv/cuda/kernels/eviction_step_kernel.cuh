@@ -17,9 +17,9 @@
 #include "../../core/importance.hpp"
 #include "../../core/row_copy.hpp"
 #include "../../core/selection_key.hpp"
-#include "../../policy/cell_stage.hpp"
-#include "../../policy/smoothing_pipeline.hpp"
-#include "../../policy/stage_context.hpp"
+#include "../../policy/stages/cell_stage.hpp"
+#include "../../policy/stages/smoothing_pipeline.hpp"
+#include "../../policy/stages/stage_context.hpp"
 #include "pipeline_kernel.cuh"
 
 namespace audiokv::cuda::kernels {

@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../../policy/cell_stage.hpp"
-#include "../../policy/smoothing_pipeline.hpp"
-#include "../../policy/stage_context.hpp"
+#include "../../policy/stages/cell_stage.hpp"
+#include "../../policy/stages/smoothing_pipeline.hpp"
+#include "../../policy/stages/stage_context.hpp"
 
 namespace audiokv::cuda::kernels {
 
@@ -23,7 +23,7 @@ __device__ void run_pipeline_stages(const Pipeline& pipeline, const float* in,
   float* out = buffers[I % 2];
   const auto& stage = pipeline.template stage<I>();
   for (std::int32_t j = threadIdx.x; j < n; j += blockDim.x) {
-    out[j] = audiokv::policy::detail::eval_cell(stage, in, n, j, ctx);
+    out[j] = audiokv::policy::stages::detail::eval_cell(stage, in, n, j, ctx);
   }
   __syncthreads();
   if constexpr (I + 1 < Pipeline::num_stages) {

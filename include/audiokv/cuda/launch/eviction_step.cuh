@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "../../error.hpp"
-#include "../../policy/median_stage.hpp"
-#include "../../policy/smoothing_pipeline.hpp"
+#include "../../policy/stages/median_stage.hpp"
+#include "../../policy/stages/smoothing_pipeline.hpp"
 #include "../../types/eviction_step_config.hpp"
 #include "../check.cuh"
 #include "../kernels/eviction_step_kernel.cuh"
@@ -60,7 +60,7 @@ template <class Pipeline = smoothing_pipeline<median_stage<5>>>
 class eviction_step {
   static_assert(Pipeline::runs_on_device,
                 "audiokv::cuda::eviction_step: every stage must be a cell stage "
-                "(policy/cell_stage.hpp)");
+                "(policy/stages/cell_stage.hpp)");
 
  public:
   /// @brief A step over `config` whose state and scratch live in `workspace`.

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "../../policy/smoothing_pipeline.hpp"
-#include "../../policy/stage_context.hpp"
+#include "../../policy/stages/smoothing_pipeline.hpp"
+#include "../../policy/stages/stage_context.hpp"
 #include "../kernels/pipeline_kernel.cuh"
 
 namespace audiokv::cuda {
@@ -31,7 +31,7 @@ cudaError_t smoothing_pipeline_rows(const Pipeline& pipeline, const float* in, f
                                     cudaStream_t stream) {
   static_assert(Pipeline::runs_on_device,
                 "audiokv::cuda::smoothing_pipeline_rows: every stage must be a cell stage "
-                "(policy/cell_stage.hpp)");
+                "(policy/stages/cell_stage.hpp)");
   if (n < 0 || rows < 0 || stride < n) return cudaErrorInvalidValue;
   if (n > 0 && (in == nullptr || out == nullptr || scratch == nullptr)) {
     return cudaErrorInvalidValue;

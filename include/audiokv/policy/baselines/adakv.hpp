@@ -16,7 +16,7 @@
 #include "../scores/budget.hpp"
 #include "snapkv.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of adakv_group.
 struct adakv_config {
@@ -405,10 +405,10 @@ inline std::unique_ptr<eviction_policy> adakv_group::make_head(std::int32_t h) {
   return std::make_unique<adakv_head>(shared_from_this(), h);
 }
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::adakv_config;
-using policy::adakv_group;
-using policy::adakv_head;
+using policy::baselines::adakv_config;
+using policy::baselines::adakv_group;
+using policy::baselines::adakv_head;
 }  // namespace audiokv

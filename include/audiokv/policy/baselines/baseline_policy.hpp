@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
 /// Shared machinery of the baseline streaming policies: configuration, argument validation,
-/// the budget trigger and plan/apply on detail::cell_store. A derived policy only scores cells
-/// and marks which ones to evict.
+/// the budget trigger and plan/apply on policy::detail::cell_store. A derived policy only scores
+/// cells and marks which ones to evict.
 #pragma once
 
 #include <algorithm>
@@ -24,7 +24,7 @@
 #include "../detail/mark_lowest.hpp"
 #include "../eviction_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Budget and storage of one baseline-managed (sequence, layer, KV head) cache.
 struct baseline_config {
@@ -105,8 +105,8 @@ class baseline_policy : public eviction_policy {
   /// which the caller guarantees it holds. Prefer the span form (std::vector converts to it).
   void observe_group(const float* attention, std::int32_t group_size, std::int32_t num_cells,
                      gqa_reduce mode = gqa_reduce::mean) {
-    observe_group(detail::group_rows(attention, group_size, num_cells), group_size, num_cells,
-                  mode);
+    observe_group(policy::detail::group_rows(attention, group_size, num_cells), group_size,
+                  num_cells, mode);
   }
 
   bool wants_eviction() const noexcept override { return store_.size() > budget_; }
@@ -230,7 +230,7 @@ class baseline_policy : public eviction_policy {
   virtual void on_apply(const eviction_plan&) {}
 
   /// The cached cells' metadata, for the derived policy's selection.
-  const detail::cell_store& store() const noexcept { return store_; }
+  const policy::detail::cell_store& store() const noexcept { return store_; }
   /// Error location of plan() ("<name>::plan").
   const char* where_plan() const noexcept { return sites_.plan; }
   /// Changes the budget (adakv's per-head share); the caller keeps it valid.
@@ -250,7 +250,7 @@ class baseline_policy : public eviction_policy {
   /// partition (std::nth_element) in the core::evicts_before order. Returns the count marked.
   std::int32_t evict_lowest_by_partition(const float* score, std::int32_t* order, std::int32_t size,
                                          std::int32_t count, std::uint8_t* mask) const {
-    return detail::mark_lowest(score, store_.pos(), order, size, count, mask);
+    return policy::detail::mark_lowest(score, store_.pos(), order, size, count, mask);
   }
 
  private:
@@ -289,15 +289,15 @@ class baseline_policy : public eviction_policy {
   };
 
   call_sites sites_;
-  detail::cell_store store_;
+  policy::detail::cell_store store_;
   std::int32_t budget_;
   std::int64_t steps_ = 0;
   std::int64_t cells_evicted_ = 0;
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::baseline_config;
-using policy::baseline_policy;
+using policy::baselines::baseline_config;
+using policy::baselines::baseline_policy;
 }  // namespace audiokv

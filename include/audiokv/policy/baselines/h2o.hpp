@@ -10,7 +10,7 @@
 #include "../../error.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of h2o: budget = hh_size + recent_size.
 struct h2o_config {
@@ -72,13 +72,13 @@ class h2o final : public baseline_policy {
     for (std::int32_t j = 0; j < candidates; ++j) order_[j] = j;
     evict_lowest_by_hh(candidates, n - target, mask);
   }
-  void on_apply(const eviction_plan& plan) override { detail::compact_array(hh_, plan); }
+  void on_apply(const eviction_plan& plan) override { policy::detail::compact_array(hh_, plan); }
 
  private:
   /// The lowest (hh, position) cells, compared in double so long streams never tie by float
   /// rounding.
   void evict_lowest_by_hh(std::int32_t size, std::int32_t count, std::uint8_t* mask) const {
-    detail::mark_lowest(hh_.data(), store().pos(), order_.data(), size, count, mask);
+    policy::detail::mark_lowest(hh_.data(), store().pos(), order_.data(), size, count, mask);
   }
 
   std::int32_t recent_size_;
@@ -87,9 +87,9 @@ class h2o final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] candidate scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::h2o;
-using policy::h2o_config;
+using policy::baselines::h2o;
+using policy::baselines::h2o_config;
 }  // namespace audiokv

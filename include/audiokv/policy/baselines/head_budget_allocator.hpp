@@ -11,7 +11,7 @@
 
 #include "../../error.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Per-head budgets that sum exactly to a layer total.
 ///
@@ -70,8 +70,8 @@ struct head_budget_allocator {
   }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::head_budget_allocator;
+using policy::baselines::head_budget_allocator;
 }  // namespace audiokv

@@ -14,7 +14,7 @@
 #include "../scores/knorm.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Knorm: score = -||k_j||_2 of the post-RoPE key of this KV head.
 ///
@@ -129,7 +129,7 @@ class knorm final : public baseline_policy {
     }
     evict_lowest_by_partition(score_.data(), order_.data(), n, n - target, mask);
   }
-  void on_apply(const eviction_plan& plan) override { detail::compact_array(score_, plan); }
+  void on_apply(const eviction_plan& plan) override { policy::detail::compact_array(score_, plan); }
 
  private:
   static void check_count(const char* where, const char* argument, std::size_t count) {
@@ -151,8 +151,8 @@ class knorm final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::knorm;
+using policy::baselines::knorm;
 }  // namespace audiokv

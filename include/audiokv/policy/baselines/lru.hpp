@@ -13,7 +13,7 @@
 #include "../../error.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of lru.
 struct lru_config {
@@ -72,9 +72,11 @@ class lru final : public baseline_policy {
     const std::int32_t n = store().size();
     const std::int32_t* pos = store().pos();
     for (std::int32_t j = 0; j < n; ++j) order_[j] = j;
-    detail::mark_lowest(last_use_.data(), pos, order_.data(), n, n - target, mask);
+    policy::detail::mark_lowest(last_use_.data(), pos, order_.data(), n, n - target, mask);
   }
-  void on_apply(const eviction_plan& plan) override { detail::compact_array(last_use_, plan); }
+  void on_apply(const eviction_plan& plan) override {
+    policy::detail::compact_array(last_use_, plan);
+  }
 
  private:
   float tau_;
@@ -84,9 +86,9 @@ class lru final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::lru;
-using policy::lru_config;
+using policy::baselines::lru;
+using policy::baselines::lru_config;
 }  // namespace audiokv

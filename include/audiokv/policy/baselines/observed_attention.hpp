@@ -10,7 +10,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief score[j] = (sum of the attention cell j received) / (number of rows observed since j
 /// was appended). Appending one frame per observed query row reproduces kvpress's
@@ -61,8 +61,8 @@ class observed_attention final : public baseline_policy {
     evict_lowest_by_partition(score_.data(), order_.data(), n, n - target, mask);
   }
   void on_apply(const eviction_plan& plan) override {
-    detail::compact_array(sum_, plan);
-    detail::compact_array(count_, plan);
+    policy::detail::compact_array(sum_, plan);
+    policy::detail::compact_array(count_, plan);
   }
 
  private:
@@ -73,8 +73,8 @@ class observed_attention final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::observed_attention;
+using policy::baselines::observed_attention;
 }  // namespace audiokv

@@ -12,7 +12,7 @@
 #include "../scores/budget.hpp"
 #include "snapkv.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of pyramidkv. snap.base.budget is the MEAN budget over layers (the
 /// kvpress N(1 - r)); this layer's budget is pyramid_layer_budget_mean(inf, mean, w, beta, L, l).
@@ -73,9 +73,9 @@ class pyramidkv final : public snapkv {
   std::int32_t mean_budget_;
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::pyramidkv;
-using policy::pyramidkv_config;
+using policy::baselines::pyramidkv;
+using policy::baselines::pyramidkv_config;
 }  // namespace audiokv

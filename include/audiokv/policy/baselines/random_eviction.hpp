@@ -9,7 +9,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of random_eviction.
 struct random_config {
@@ -53,7 +53,7 @@ class random_eviction final : public baseline_policy {
       key_[j] = mix(base ^ static_cast<std::uint32_t>(pos[j]));
       order_[j] = j;
     }
-    detail::mark_lowest(key_.data(), pos, order_.data(), n, n - target, mask);
+    policy::detail::mark_lowest(key_.data(), pos, order_.data(), n, n - target, mask);
   }
 
  private:
@@ -62,9 +62,9 @@ class random_eviction final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::random_config;
-using policy::random_eviction;
+using policy::baselines::random_config;
+using policy::baselines::random_eviction;
 }  // namespace audiokv

@@ -14,7 +14,7 @@
 #include "../scores/kernel_reduce.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of snapkv (defaults: kvpress SnapKVPress, w = 64, k = 5, kernel average).
 struct snapkv_config {
@@ -166,9 +166,9 @@ class snapkv : public baseline_policy {
   mutable std::vector<std::int32_t> order_;           // [capacity] scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::snapkv;
-using policy::snapkv_config;
+using policy::baselines::snapkv;
+using policy::baselines::snapkv_config;
 }  // namespace audiokv

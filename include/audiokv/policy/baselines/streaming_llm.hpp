@@ -8,7 +8,7 @@
 #include "../../error.hpp"
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of streaming_llm: keep the first n_sink cells and the most recent ones.
 struct streaming_llm_config {
@@ -78,10 +78,10 @@ class fifo final : public streaming_llm {
   const char* name() const noexcept override { return "fifo"; }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::fifo;
-using policy::streaming_llm;
-using policy::streaming_llm_config;
+using policy::baselines::fifo;
+using policy::baselines::streaming_llm;
+using policy::baselines::streaming_llm_config;
 }  // namespace audiokv

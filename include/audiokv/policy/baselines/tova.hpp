@@ -10,7 +10,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief Configuration of tova.
 struct tova_config {
@@ -56,7 +56,7 @@ class tova final : public baseline_policy {
     for (std::int32_t j = 0; j < candidates; ++j) order_[j] = j;
     evict_lowest_by_partition(last_.data(), order_.data(), candidates, n - target, mask);
   }
-  void on_apply(const eviction_plan& plan) override { detail::compact_array(last_, plan); }
+  void on_apply(const eviction_plan& plan) override { policy::detail::compact_array(last_, plan); }
 
  private:
   bool force_last_;
@@ -64,9 +64,9 @@ class tova final : public baseline_policy {
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::tova;
-using policy::tova_config;
+using policy::baselines::tova;
+using policy::baselines::tova_config;
 }  // namespace audiokv

@@ -7,7 +7,7 @@
 
 #include "baseline_policy.hpp"
 
-namespace audiokv::policy {
+namespace audiokv::policy::baselines {
 
 /// @brief When num_cells = n > budget (or on plan_to(target)), keep the target cells at slots
 ///   k_i = floor(i * (n - 1) / (target - 1)),  i = 0 .. target - 1   (target >= 2)
@@ -37,8 +37,8 @@ class uniform_stride final : public baseline_policy {
   }
 };
 
-}  // namespace audiokv::policy
+}  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::uniform_stride;
+using policy::baselines::uniform_stride;
 }  // namespace audiokv
