@@ -14,6 +14,7 @@
 #include "../../span.hpp"
 #include "../alignment_frontier.hpp"
 #include "../detail/cell_store.hpp"
+#include "../detail/cell_store_io.hpp"
 #include "audiokv_stats.hpp"
 #include "protection_rules.hpp"
 
@@ -41,9 +42,9 @@ class snapshot_codec {
 
   /// Bytes of a snapshot of `c` with `cells` cells and `boundaries` boundaries.
   static std::size_t bytes(const Cache& c, std::int32_t cells, std::int32_t boundaries) noexcept {
-    return header_bytes + cell_store::snapshot_bytes(cells) + c.importance_.snapshot_bytes(cells) +
-           stats_count * 8 + (4 + 4 + 8) + (1 + 4) + 8 + static_cast<std::size_t>(boundaries) * 4 +
-           8;
+    return header_bytes + cell_store_io::snapshot_bytes(cells) +
+           c.importance_.snapshot_bytes(cells) + stats_count * 8 + (4 + 4 + 8) + (1 + 4) + 8 +
+           static_cast<std::size_t>(boundaries) * 4 + 8;
   }
   /// Bytes write() writes for `c` now.
   static std::size_t size(const Cache& c) noexcept {
@@ -63,7 +64,7 @@ class snapshot_codec {
     w.i32(c.store_.size());
     w.i32(c.config_.num_speakers);
     w.i32(active_boundaries(c));
-    c.store_.save(w);
+    cell_store_io::save(c.store_, w);
     c.importance_.save(w, c.store_.size());
     const audiokv_stats& s = c.stats_;
     for (const std::int64_t v :
@@ -181,7 +182,7 @@ class snapshot_codec {
     snapshot_reader head("tiered_cache::restore", in + header_bytes);
     const std::int64_t newest = head.i32();
     const bool has_frames = head.u8() != 0;
-    c.store_.load(r, cells, c.pools_.emergency_cells(), commit);
+    cell_store_io::load(c.store_, r, cells, c.pools_.emergency_cells(), commit);
     c.importance_.load(r, cells, commit);
     std::int64_t counters[stats_count];
     for (std::int64_t& v : counters) {

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "../audiokv_config.hpp"
-#include "../detail/cell_store.hpp"
+#include "../detail/snapshot_io.hpp"
 #include "../smoothing_pipeline.hpp"
 
 namespace audiokv::policy::detail {
