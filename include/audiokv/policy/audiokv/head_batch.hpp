@@ -15,6 +15,7 @@
 #include "../../span.hpp"
 #include "../../types/eviction_plan.hpp"
 #include "../detail/cell_store.hpp"
+#include "importance_lanes.hpp"
 #include "importance_tracker.hpp"
 #include "planner.hpp"
 
@@ -73,7 +74,7 @@ struct head_batch {
     bool resets[group] = {};
     std::int32_t count = 0;
     const auto flush = [&] {
-      importance_tracker::observe_lanes(trackers, rows, lengths, stores, count, resets);
+      importance_lanes::observe(trackers, rows, lengths, stores, count, resets);
       for (std::int32_t a = 0; a < count; ++a) {
         if (resets[a]) ++owners[a]->stats_.drift_resets;
         ++owners[a]->stats_.steps;

@@ -71,4 +71,14 @@ inline void check_group(const char* where, span<const float> attention, std::int
   }
 }
 
+/// True when every value of [values, values + n) is finite and >= 0 (-0 included). Branch-free
+/// so the compiler vectorises it; the caller locates the first bad value only when it is false.
+inline bool all_finite_non_negative(const float* values, std::int64_t n) noexcept {
+  int ok = 1;
+  for (std::int64_t i = 0; i < n; ++i) {
+    ok &= static_cast<int>(core::is_valid_attention(values[i]));
+  }
+  return ok != 0;
+}
+
 }  // namespace audiokv::policy::detail
