@@ -27,6 +27,7 @@
 #include "../policy/stages/stage_context.hpp"
 #include "../span.hpp"
 #include "../types/eviction_step_config.hpp"
+#include "row_compactor.hpp"
 
 namespace audiokv::cpu {
 
@@ -84,13 +85,7 @@ class eviction_step {
     in_order_.assign(c, 0.0f);
     scratch_.assign(c, 0.0f);
     candidates_.assign(c, 0);
-    keep_logical_.assign(c, 0);
-    keep_physical_.assign(c, 0);
-    kept_before_.assign(c + 1, 0);
-    move_logical_.assign(c, 0);
-    move_physical_.assign(c, 0);
-    hole_of_rank_.assign(c, 0);
-    new_order_.assign(c, 0);
+    compactor_ = row_compactor(config_.capacity);
     lanes_.assign(static_cast<std::size_t>(core::step_entropy_lanes), core::entropy_accumulator{});
   }
 
@@ -201,10 +196,7 @@ class eviction_step {
          &eviction_step::src_, &eviction_step::dst_, &eviction_step::importance_,
          &eviction_step::scores_, &eviction_step::next_importance_, &eviction_step::evicted_,
          &eviction_step::in_order_, &eviction_step::scratch_, &eviction_step::candidates_,
-         &eviction_step::keep_logical_, &eviction_step::keep_physical_,
-         &eviction_step::kept_before_, &eviction_step::move_logical_,
-         &eviction_step::move_physical_, &eviction_step::hole_of_rank_, &eviction_step::new_order_,
-         &eviction_step::lanes_);
+         &eviction_step::compactor_, &eviction_step::lanes_);
     other.config_.batch = 0;
   }
   template <class... Member>
@@ -337,71 +329,15 @@ class eviction_step {
     evict_count_[r] = n_evict;
     stats_.cells_evicted += n_evict;
 
-    // 5. compaction: logical (time-order) targets, then the physical moves
-    std::int32_t kept = 0;
-    for (std::int32_t i = 0; i < live; ++i) {
-      keep_logical_[i] = evicted[i] == 0 ? 1 : 0;
-      move_logical_[i] = core::compaction_target(keep_logical_[i] != 0, kept);
-      kept += keep_logical_[i];
-    }
-    const std::int32_t n_after = kept;
+    // 5. compaction
     const std::int64_t rb = config_.row_bytes();
-    unsigned char* k_row = k != nullptr ? k + base * rb : nullptr;
-    unsigned char* v_row = v != nullptr ? v + base * rb : nullptr;
-    if (config_.compaction == step_compaction::stable) {
-      // order is the identity: slot i holds the i-th oldest cell; move_to[i] <= i, so a
-      // forward pass never overwrites a row it still has to read.
-      std::int32_t moved = 0;
-      for (std::int32_t i = 0; i < live; ++i) {
-        const std::int32_t to = move_logical_[i];
-        if (to == core::evicted_slot || to == i) continue;
-        if (k_row != nullptr) core::move_row(k_row, rb, rb, i, to);
-        if (v_row != nullptr) core::move_row(v_row, rb, rb, i, to);
-        importance[to] = importance[i];
-        position[to] = position[i];
-        ++moved;
-      }
-      num_moves_[r] = moved;
-      stats_.rows_moved += moved;
-    } else {
-      for (std::int32_t i = 0; i < live; ++i) keep_physical_[order[i]] = keep_logical_[i];
-      kept_before_[0] = 0;
-      for (std::int32_t p = 0; p < live; ++p)
-        kept_before_[p + 1] = kept_before_[p] + keep_physical_[p];
-      const std::int32_t kept_before_end = kept_before_[n_after];
-      for (std::int32_t p = 0; p < n_after; ++p) {
-        if (keep_physical_[p] == 0) hole_of_rank_[core::hole_rank(p, kept_before_[p])] = p;
-      }
-      std::int32_t* src = src_.data() + base;
-      std::int32_t* dst = dst_.data() + base;
-      for (std::int32_t p = 0; p < live; ++p) {
-        if (keep_physical_[p] == 0) {
-          move_physical_[p] = core::evicted_slot;
-        } else if (p < n_after) {
-          move_physical_[p] = p;
-        } else {
-          const std::int32_t rank = core::mover_rank(kept_before_[p], kept_before_end);
-          move_physical_[p] = hole_of_rank_[rank];
-          src[rank] = p;
-          dst[rank] = hole_of_rank_[rank];
-        }
-      }
-      const std::int32_t n_moves = n_after - kept_before_end;
-      for (std::int32_t m = 0; m < n_moves; ++m) {
-        if (k_row != nullptr) core::move_row(k_row, rb, rb, src[m], dst[m]);
-        if (v_row != nullptr) core::move_row(v_row, rb, rb, src[m], dst[m]);
-        importance[dst[m]] = importance[src[m]];
-        position[dst[m]] = position[src[m]];
-      }
-      for (std::int32_t i = 0; i < live; ++i) {
-        if (move_logical_[i] != core::evicted_slot)
-          new_order_[move_logical_[i]] = move_physical_[order[i]];
-      }
-      std::copy(new_order_.begin(), new_order_.begin() + n_after, order);
-      num_moves_[r] = n_moves;
-      stats_.rows_moved += n_moves;
-    }
-    live_[r] = n_after;
+    const row_compactor::result done = compactor_.compact(
+        config_.compaction, live, evicted, importance, position, order, src_.data() + base,
+        dst_.data() + base, k != nullptr ? k + base * rb : nullptr,
+        v != nullptr ? v + base * rb : nullptr, rb);
+    num_moves_[r] = done.moves;
+    stats_.rows_moved += done.moves;
+    live_[r] = done.kept;
   }
 
   eviction_step_config config_;
@@ -414,8 +350,8 @@ class eviction_step {
   std::vector<std::uint8_t> evicted_;
   // per-row scratch
   std::vector<float> in_order_, scratch_;
-  std::vector<std::int32_t> candidates_, keep_logical_, keep_physical_, kept_before_;
-  std::vector<std::int32_t> move_logical_, move_physical_, hole_of_rank_, new_order_;
+  std::vector<std::int32_t> candidates_;
+  row_compactor compactor_;  // phase 5 and its scratch
   std::vector<core::entropy_accumulator> lanes_;
 };
 

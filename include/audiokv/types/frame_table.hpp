@@ -7,11 +7,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "frame.hpp"
+#include "frame_rows.hpp"
 
 namespace audiokv::types {
 
@@ -44,12 +46,7 @@ class frame_table {
     std::uint32_t size = 1;
     while (size < static_cast<std::uint32_t>(window > 1 ? window : 1)) size <<= 1;
     mask_ = size - 1;
-    rpos_.assign(size, 0);
-    rspeaker_.assign(size, 0);
-    rvoice_.assign(size, 0.0f);
-    rflags_.assign(size, 0);
-    rprior_.assign(size, 0.0f);
-    rrefs_.assign(size, 0);
+    ring_.assign(size);
     reserve_old(old_rows);
   }
 
@@ -63,18 +60,8 @@ class frame_table {
   /// it through a std::shared_ptr and their positions in it: move a table only while none is
   /// attached.
   frame_table(frame_table&& other) noexcept
-      : rpos_(std::move(other.rpos_)),
-        rspeaker_(std::move(other.rspeaker_)),
-        rvoice_(std::move(other.rvoice_)),
-        rflags_(std::move(other.rflags_)),
-        rprior_(std::move(other.rprior_)),
-        rrefs_(std::move(other.rrefs_)),
-        opos_(std::move(other.opos_)),
-        ospeaker_(std::move(other.ospeaker_)),
-        ovoice_(std::move(other.ovoice_)),
-        oflags_(std::move(other.oflags_)),
-        oprior_(std::move(other.oprior_)),
-        orefs_(std::move(other.orefs_)),
+      : ring_(std::move(other.ring_)),
+        old_(std::move(other.old_)),
         mask_(other.mask_),
         lo_(other.lo_),
         started_(other.started_),
@@ -87,18 +74,8 @@ class frame_table {
   /// Move assignment, with the moved-from state of the move constructor.
   frame_table& operator=(frame_table&& other) noexcept {
     if (this != &other) {
-      rpos_ = std::move(other.rpos_);
-      rspeaker_ = std::move(other.rspeaker_);
-      rvoice_ = std::move(other.rvoice_);
-      rflags_ = std::move(other.rflags_);
-      rprior_ = std::move(other.rprior_);
-      rrefs_ = std::move(other.rrefs_);
-      opos_ = std::move(other.opos_);
-      ospeaker_ = std::move(other.ospeaker_);
-      ovoice_ = std::move(other.ovoice_);
-      oflags_ = std::move(other.oflags_);
-      oprior_ = std::move(other.oprior_);
-      orefs_ = std::move(other.orefs_);
+      ring_ = std::move(other.ring_);
+      old_ = std::move(other.old_);
       mask_ = other.mask_;
       lo_ = other.lo_;
       started_ = other.started_;
@@ -113,52 +90,44 @@ class frame_table {
   ~frame_table() = default;
 
   /// Positions the ring holds (a power of two; 0 once moved from).
-  std::int32_t window() const noexcept { return static_cast<std::int32_t>(rpos_.size()); }
+  std::int32_t window() const noexcept { return static_cast<std::int32_t>(ring_.pos.size()); }
   /// Live positions (held by at least one cache).
   std::int32_t live_rows() const noexcept { return live_; }
   /// Most positions live at once since construction.
   std::int32_t peak_rows() const noexcept { return peak_; }
   /// Rows below the ring, live or waiting to be compacted.
-  std::int32_t old_rows() const noexcept { return static_cast<std::int32_t>(opos_.size()); }
+  std::int32_t old_rows() const noexcept { return static_cast<std::int32_t>(old_.pos.size()); }
   /// Bytes per row: position, speaker, voice, flags, prior, reference count.
   static constexpr std::size_t bytes_per_row = 4 + 4 + 4 + 1 + 4 + 4;
   /// Bytes of the table's arrays at their current capacity.
-  std::size_t bytes() const noexcept { return (rpos_.size() + opos_.capacity()) * bytes_per_row; }
+  std::size_t bytes() const noexcept {
+    return (ring_.pos.size() + old_.pos.capacity()) * bytes_per_row;
+  }
 
   /// Reserves room for `rows` rows below the ring; never shrinks. Allocates.
   void reserve_old(std::int32_t rows) {
-    if (rows <= static_cast<std::int32_t>(opos_.capacity())) return;
-    const auto n = static_cast<std::size_t>(rows);
-    // opos_ (whose capacity old_capacity() reports) grows last: a std::bad_alloc part-way
-    // leaves every reserve at least as large as before.
-    ospeaker_.reserve(n);
-    ovoice_.reserve(n);
-    oflags_.reserve(n);
-    oprior_.reserve(n);
-    orefs_.reserve(n);
-    opos_.reserve(n);
+    if (rows <= static_cast<std::int32_t>(old_.pos.capacity())) return;
+    old_.reserve(static_cast<std::size_t>(rows));
   }
 
   /// Caches holding position `pos` (0: not live).
   std::uint32_t references(std::int32_t pos) const noexcept {
     if (in_ring(pos)) {
       const std::uint32_t r = slot(pos);
-      return rpos_[r] == pos ? rrefs_[r] : 0;
+      return ring_.pos[r] == pos ? ring_.refs[r] : 0;
     }
     const std::size_t i = old_index(pos);
-    return i < opos_.size() && opos_[i] == pos ? orefs_[i] : 0;
+    return i < old_.pos.size() && old_.pos[i] == pos ? old_.refs[i] : 0;
   }
 
   /// False when position f.pos is live with other metadata (floats compared by their bits).
   bool agrees(const frame_meta& f) const noexcept {
     if (in_ring(f.pos)) {
       const std::uint32_t r = slot(f.pos);
-      return rpos_[r] != f.pos || rrefs_[r] == 0 ||
-             same(rspeaker_[r], rvoice_[r], rflags_[r], rprior_[r], f);
+      return ring_.pos[r] != f.pos || ring_.refs[r] == 0 || ring_.same(r, f);
     }
     const std::size_t i = old_index(f.pos);
-    return i == opos_.size() || opos_[i] != f.pos || orefs_[i] == 0 ||
-           same(ospeaker_[i], ovoice_[i], oflags_[i], oprior_[i], f);
+    return i == old_.pos.size() || old_.pos[i] != f.pos || old_.refs[i] == 0 || old_.same(i, f);
   }
 
   /// Makes sure that acquiring `frames[0, count)` (ascending positions, in that order) cannot
@@ -187,7 +156,7 @@ class frame_table {
         const std::int64_t next = p - window() + 1;
         for (std::int64_t q = lo; q < std::min(next, lo + window()); ++q) {
           const std::uint32_t r = slot(static_cast<std::int32_t>(q));
-          extra += rpos_[r] == q && rrefs_[r] > 0 ? 1 : 0;
+          extra += ring_.pos[r] == q && ring_.refs[r] > 0 ? 1 : 0;
         }
         lo = next;
       } else if (p < lo) {
@@ -199,12 +168,12 @@ class frame_table {
 
   /// Makes room for `extra` more rows below the ring (compacting released ones first).
   void ensure_old_room(std::int64_t extra) {
-    const auto need = static_cast<std::int64_t>(opos_.size()) + extra;
-    if (need <= static_cast<std::int64_t>(opos_.capacity())) return;
+    const auto need = static_cast<std::int64_t>(old_.pos.size()) + extra;
+    if (need <= static_cast<std::int64_t>(old_.pos.capacity())) return;
     compact_old();
-    const auto still = static_cast<std::int64_t>(opos_.size()) + extra;
-    if (still <= static_cast<std::int64_t>(opos_.capacity())) return;
-    const auto doubled = 2 * static_cast<std::int64_t>(opos_.capacity());
+    const auto still = static_cast<std::int64_t>(old_.pos.size()) + extra;
+    if (still <= static_cast<std::int64_t>(old_.pos.capacity())) return;
+    const auto doubled = 2 * static_cast<std::int64_t>(old_.pos.capacity());
     reserve_old(static_cast<std::int32_t>(std::max<std::int64_t>({still, doubled, 64})));
   }
 
@@ -221,40 +190,26 @@ class frame_table {
     if (static_cast<std::int64_t>(f.pos) >= lo_ + window()) advance(f.pos);
     if (in_ring(f.pos)) {
       const std::uint32_t r = slot(f.pos);
-      if (rpos_[r] == f.pos && rrefs_[r] > 0) {
-        ++rrefs_[r];
+      if (ring_.pos[r] == f.pos && ring_.refs[r] > 0) {
+        ++ring_.refs[r];
         return;
       }
-      rpos_[r] = f.pos;
-      rspeaker_[r] = f.speaker;
-      rvoice_[r] = f.voice;
-      rflags_[r] = f.flags;
-      rprior_[r] = f.prior;
-      rrefs_[r] = 1;
+      ring_.set(r, f, 1);
       became_live();
       return;
     }
     ensure_old_room(1);  // before locating the row: it may compact the rows below the ring
     const std::size_t i = old_index(f.pos);
-    if (i < opos_.size() && opos_[i] == f.pos) {
-      if (orefs_[i]++ == 0) {  // a released row taken again
-        ospeaker_[i] = f.speaker;
-        ovoice_[i] = f.voice;
-        oflags_[i] = f.flags;
-        oprior_[i] = f.prior;
+    if (i < old_.pos.size() && old_.pos[i] == f.pos) {
+      if (old_.refs[i]++ == 0) {  // a released row taken again
+        old_.set_metadata(i, f);
         --dead_;
         ++old_live_;
         became_live();
       }
       return;
     }
-    const auto at = static_cast<std::ptrdiff_t>(i);
-    opos_.insert(opos_.begin() + at, f.pos);
-    ospeaker_.insert(ospeaker_.begin() + at, f.speaker);
-    ovoice_.insert(ovoice_.begin() + at, f.voice);
-    oflags_.insert(oflags_.begin() + at, f.flags);
-    oprior_.insert(oprior_.begin() + at, f.prior);
-    orefs_.insert(orefs_.begin() + at, 1u);
+    old_.insert(i, f, 1u);
     ++old_live_;
     became_live();
   }
@@ -262,24 +217,24 @@ class frame_table {
   /// One more reference to a live position (a copy of a cache holds its cells twice).
   void retain(std::int32_t pos) noexcept {
     if (in_ring(pos)) {
-      ++rrefs_[slot(pos)];
+      ++ring_.refs[slot(pos)];
     } else {
-      ++orefs_[old_index(pos)];
+      ++old_.refs[old_index(pos)];
     }
   }
 
   /// One reference less to a live position; it is released at 0.
   void release(std::int32_t pos) noexcept {
     if (in_ring(pos)) {
-      if (--rrefs_[slot(pos)] == 0) --live_;
+      if (--ring_.refs[slot(pos)] == 0) --live_;
       return;
     }
-    if (--orefs_[old_index(pos)] == 0) {
+    if (--old_.refs[old_index(pos)] == 0) {
       --live_;
       --old_live_;
       ++dead_;
       // Released rows below the ring are dropped once they are most of it (in place).
-      if (dead_ > 64 && 2 * dead_ > static_cast<std::int32_t>(opos_.size())) compact_old();
+      if (dead_ > 64 && 2 * dead_ > static_cast<std::int32_t>(old_.pos.size())) compact_old();
     }
   }
 
@@ -287,37 +242,37 @@ class frame_table {
   frame_meta frame(std::int32_t pos) const noexcept {
     if (in_ring(pos)) {
       const std::uint32_t r = slot(pos);
-      return frame_meta{pos, rspeaker_[r], rvoice_[r], rflags_[r], rprior_[r]};
+      return frame_meta{pos, ring_.speaker[r], ring_.voice[r], ring_.flags[r], ring_.prior[r]};
     }
     const std::size_t i = old_index(pos);
-    return frame_meta{pos, ospeaker_[i], ovoice_[i], oflags_[i], oprior_[i]};
+    return frame_meta{pos, old_.speaker[i], old_.voice[i], old_.flags[i], old_.prior[i]};
   }
   /// Speaker of a live position.
   std::int32_t speaker(std::int32_t pos) const noexcept {
-    return in_ring(pos) ? rspeaker_[slot(pos)] : ospeaker_[old_index(pos)];
+    return in_ring(pos) ? ring_.speaker[slot(pos)] : old_.speaker[old_index(pos)];
   }
   /// Voice activity of a live position.
   float voice(std::int32_t pos) const noexcept {
-    return in_ring(pos) ? rvoice_[slot(pos)] : ovoice_[old_index(pos)];
+    return in_ring(pos) ? ring_.voice[slot(pos)] : old_.voice[old_index(pos)];
   }
   /// Flags of a live position.
   std::uint8_t flags(std::int32_t pos) const noexcept {
-    return in_ring(pos) ? rflags_[slot(pos)] : oflags_[old_index(pos)];
+    return in_ring(pos) ? ring_.flags[slot(pos)] : old_.flags[old_index(pos)];
   }
   /// Prior of a live position.
   float prior(std::int32_t pos) const noexcept {
-    return in_ring(pos) ? rprior_[slot(pos)] : oprior_[old_index(pos)];
+    return in_ring(pos) ? ring_.prior[slot(pos)] : old_.prior[old_index(pos)];
   }
   /// Speakers of the live positions pos[0, n) (ascending) into out[0, n): the older ones by
   /// one merge pass over the rows below the ring.
   void gather_speakers(const std::int32_t* pos, std::int32_t n, std::int32_t* out) const noexcept {
     std::int32_t k = 0;
-    auto from = opos_.begin();
+    auto from = old_.pos.begin();
     for (; k < n && !in_ring(pos[k]); ++k) {
-      from = std::lower_bound(from, opos_.end(), pos[k]);
-      out[k] = ospeaker_[static_cast<std::size_t>(from - opos_.begin())];
+      from = std::lower_bound(from, old_.pos.end(), pos[k]);
+      out[k] = old_.speaker[static_cast<std::size_t>(from - old_.pos.begin())];
     }
-    for (; k < n; ++k) out[k] = rspeaker_[slot(pos[k])];
+    for (; k < n; ++k) out[k] = ring_.speaker[slot(pos[k])];
   }
 
  private:
@@ -326,34 +281,14 @@ class frame_table {
     return static_cast<std::uint32_t>(pos) & mask_;
   }
   std::size_t old_index(std::int32_t pos) const noexcept {
-    return static_cast<std::size_t>(std::lower_bound(opos_.begin(), opos_.end(), pos) -
-                                    opos_.begin());
-  }
-  static bool same(std::int32_t speaker, float voice, std::uint8_t flags, float prior,
-                   const frame_meta& f) noexcept {
-    return speaker == f.speaker && flags == f.flags && bits(voice) == bits(f.voice) &&
-           bits(prior) == bits(f.prior);
-  }
-  static std::uint32_t bits(float v) noexcept {
-    std::uint32_t b;
-    std::memcpy(&b, &v, sizeof b);
-    return b;
+    return static_cast<std::size_t>(std::lower_bound(old_.pos.begin(), old_.pos.end(), pos) -
+                                    old_.pos.begin());
   }
   /// The state a move leaves behind: no ring and no rows. The ring starts above every int32
   /// position, so no position is ever in it and each one goes to the rows below it.
   void become_ringless() noexcept {
-    rpos_.clear();
-    rspeaker_.clear();
-    rvoice_.clear();
-    rflags_.clear();
-    rprior_.clear();
-    rrefs_.clear();
-    opos_.clear();
-    ospeaker_.clear();
-    ovoice_.clear();
-    oflags_.clear();
-    oprior_.clear();
-    orefs_.clear();
+    ring_.clear();
+    old_.clear();
     mask_ = 0;
     lo_ = std::int64_t{1} << 40;
     started_ = true;
@@ -375,16 +310,11 @@ class frame_table {
     const std::int64_t end = std::min<std::int64_t>(next, lo_ + window());
     for (std::int64_t q = lo_; q < end; ++q) {
       const std::uint32_t r = slot(static_cast<std::int32_t>(q));
-      if (rpos_[r] != q || rrefs_[r] == 0) continue;
+      if (ring_.pos[r] != q || ring_.refs[r] == 0) continue;
       ensure_old_room(1);
-      opos_.push_back(static_cast<std::int32_t>(q));
-      ospeaker_.push_back(rspeaker_[r]);
-      ovoice_.push_back(rvoice_[r]);
-      oflags_.push_back(rflags_[r]);
-      oprior_.push_back(rprior_[r]);
-      orefs_.push_back(rrefs_[r]);
+      old_.push_back(ring_, r);
       ++old_live_;
-      rrefs_[r] = 0;
+      ring_.refs[r] = 0;
     }
     lo_ = next;
   }
@@ -392,39 +322,20 @@ class frame_table {
   /// Drops released rows below the ring, keeping the order (in place, no allocation).
   void compact_old() noexcept {
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < opos_.size(); ++i) {
-      if (orefs_[i] == 0) continue;
-      opos_[kept] = opos_[i];
-      ospeaker_[kept] = ospeaker_[i];
-      ovoice_[kept] = ovoice_[i];
-      oflags_[kept] = oflags_[i];
-      oprior_[kept] = oprior_[i];
-      orefs_[kept] = orefs_[i];
+    for (std::size_t i = 0; i < old_.pos.size(); ++i) {
+      if (old_.refs[i] == 0) continue;
+      old_.move_row(kept, i);
       ++kept;
     }
-    opos_.resize(kept);
-    ospeaker_.resize(kept);
-    ovoice_.resize(kept);
-    oflags_.resize(kept);
-    oprior_.resize(kept);
-    orefs_.resize(kept);
+    old_.resize(kept);
     dead_ = 0;
   }
 
-  // The ring: positions [lo_, lo_ + window()) at pos mod window().
-  std::vector<std::int32_t> rpos_;      // position written in each slot
-  std::vector<std::int32_t> rspeaker_;  // [window]
-  std::vector<float> rvoice_;           // [window]
-  std::vector<std::uint8_t> rflags_;    // [window]
-  std::vector<float> rprior_;           // [window]
-  std::vector<std::uint32_t> rrefs_;    // [window] caches holding the slot's position
+  // The ring: positions [lo_, lo_ + window()) at pos mod window(); refs counts the caches
+  // holding the slot's position.
+  frame_rows ring_;
   // Rows below the ring, ascending positions; released ones (count 0) until compacted.
-  std::vector<std::int32_t> opos_;
-  std::vector<std::int32_t> ospeaker_;
-  std::vector<float> ovoice_;
-  std::vector<std::uint8_t> oflags_;
-  std::vector<float> oprior_;
-  std::vector<std::uint32_t> orefs_;
+  frame_rows old_;
   std::uint32_t mask_ = 0;
   std::int64_t lo_ = 0;   // the ring's first position, once started_
   bool started_ = false;  // a position was acquired (lo_ is set by the first one)

@@ -5,29 +5,18 @@
 #pragma once
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../../core/gqa.hpp"
 #include "../../core/importance.hpp"
-#include "../../core/trend.hpp"
-#include "../../types/eviction_plan.hpp"
 #include "../audiokv_config.hpp"
 #include "../detail/cell_store.hpp"
 
 namespace audiokv::policy::detail {
-
-/// True when every value of [values, values + n) is finite and >= 0 (-0 included). Branch-free
-/// so the compiler vectorises it; the caller locates the first bad value only when it is false.
-inline bool all_finite_non_negative(const float* values, std::int64_t n) noexcept {
-  int ok = 1;
-  for (std::int64_t i = 0; i < n; ++i) {
-    ok &= static_cast<int>(core::is_valid_attention(values[i]));
-  }
-  return ok != 0;
-}
 
 /// @brief Importance I of each cell (an EMA of its attention), whether a step ever gave it at
 /// least evaluation_share / n of the attention, and the running mean importance of each speaker
@@ -143,72 +132,9 @@ class importance_tracker {
     return observe_rows(attention, group_size, n, mode, store);
   }
 
-  /// @brief observe() of `count` <= core::trend_lanes distinct trackers at once: tracker i
-  /// observes its validated row attention[i] of n[i] cells of stores[i], and resets[i] is what
-  /// its observe() returns. Bit-identical per tracker: the same float operations per cell, the
-  /// same double additions per speaker in cell order. The single-speaker trackers' sums, one
-  /// dependent chain of additions each, advance side by side in one loop per block.
-  static void observe_lanes(importance_tracker* const* trackers, const float* const* attention,
-                            const std::int32_t* n, const cell_store* const* stores,
-                            std::int32_t count, bool* resets) {
-    constexpr std::int32_t lanes = core::trend_lanes;
-    static constexpr float zeros[block] = {};  // the rows of unused lanes
-    std::int32_t max_n = 0;
-    for (std::int32_t i = 0; i < count; ++i) {
-      trackers[i]->begin_step();
-      max_n = std::max(max_n, n[i]);
-    }
-    for (std::int32_t first = 0; first < max_n; first += block) {
-      const float* row[lanes];
-      double sum[lanes];
-      std::int32_t len_of[lanes];
-      importance_tracker* owner[lanes];
-      std::int32_t used = 0, common = block;
-      for (std::int32_t i = 0; i < count; ++i) {
-        if (first >= n[i]) continue;
-        importance_tracker& t = *trackers[i];
-        const std::int32_t len = std::min(block, n[i] - first);
-        t.update_block(attention[i] + first, first, len, n[i]);
-        if (t.num_speakers_ != 1) {
-          t.accumulate_block(first, len, *stores[i]);
-          continue;
-        }
-        row[used] = t.importance_.data() + first;
-        sum[used] = t.speaker_sum_[0];
-        len_of[used] = len;
-        owner[used] = &t;
-        common = std::min(common, len);
-        ++used;
-      }
-      if (used == 0) continue;
-      for (std::int32_t a = used; a < lanes; ++a) {
-        row[a] = zeros;
-        sum[a] = 0.0;
-      }
-      // Lane a's additions are its tracker's sum += imp[k] for k in order, as in observe().
-      for (std::int32_t k = 0; k < common; ++k) {
-        for (std::int32_t a = 0; a < lanes; ++a) sum[a] += row[a][k];
-      }
-      for (std::int32_t a = 0; a < used; ++a) {
-        for (std::int32_t k = common; k < len_of[a]; ++k) sum[a] += row[a][k];
-        owner[a]->speaker_sum_[0] = sum[a];
-        owner[a]->speaker_count_[0] += len_of[a];
-      }
-    }
-    for (std::int32_t i = 0; i < count; ++i) {
-      resets[i] = trackers[i]->end_step(attention[i], 1, n[i], gqa_reduce::mean);
-    }
-  }
-
-  /// Compacts the per-cell arrays by a validated plan.
-  void compact(const eviction_plan& plan) {
-    compact_array(importance_, plan);
-    compact_array(evaluated_, plan);
-  }
-
-  /// @brief What compact() does to one cell, for a caller that moves every per-cell array in
-  /// one pass (cell_store::apply_and_move): mover(to, from) copies cell `from`'s importance and
-  /// evaluation flag to slot `to`. Valid until the next reserve().
+  /// @brief The compaction of one cell by a plan, for a caller that moves every per-cell array
+  /// in one pass (cell_store::apply_and_move): mover(to, from) copies cell `from`'s importance
+  /// and evaluation flag to slot `to`. Valid until the next reserve().
   auto cell_mover() noexcept {
     float* importance = importance_.data();
     std::uint8_t* evaluated = evaluated_.data();
@@ -272,6 +198,8 @@ class importance_tracker {
   const float* baselines() const noexcept { return baseline_.data(); }
 
  private:
+  friend struct importance_lanes;  // observe() of several trackers side by side
+
   static constexpr std::int32_t block = 256;  // cells per block: ~3 KiB of working set
 
   /// The speakers of a block of cells: the store's own array.

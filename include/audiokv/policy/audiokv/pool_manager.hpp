@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "../../core/selection_key.hpp"
+#include "../../detail/describe.hpp"
+#include "../../error.hpp"
 #include "../../types/frame.hpp"
 #include "../../types/pool_split.hpp"
 #include "../audiokv_config.hpp"
@@ -48,6 +50,53 @@ class pool_manager {
 
   std::int32_t base_cells() const noexcept { return base_cells_; }
   std::int32_t emergency_cells() const noexcept { return emergency_cells_; }
+
+  /// Checks that the sinks among `count` frames (`frames`), added to those `store` holds, fit
+  /// in the emergency pool; throws from `where` naming the first frame one too many.
+  void require_sinks_fit(const char* where, const cell_store& store, const frame_meta* frames,
+                         std::int32_t count) const {
+    std::int32_t sinks = 0;
+    for (std::int32_t j = 0; j < store.size(); ++j)
+      sinks += (store.flags_of(j) & frame_flag_sink) != 0;
+    for (std::int32_t i = 0; i < count; ++i) {
+      if (frames[i].flags & frame_flag_sink) ++sinks;
+      AUDIOKV_REQUIRE(sinks <= emergency_cells_, where,
+                      ::audiokv::detail::indexed("frames", i) + ".flags",
+                      static_cast<int>(frames[i].flags),
+                      "one sink too many: sinks must fit in the emergency pool");
+    }
+  }
+
+  /// Cells no plan may evict now (tiered_cache::protected_cells()): those `rules` always keep
+  /// (recent window, sinks) and the emergency cells beyond the pool's overflow. O(n), no scratch.
+  std::int32_t protected_cells(const cell_store& store,
+                               const protection_rules& rules) const noexcept {
+    const std::int32_t n = store.size();
+    const std::int64_t recent_from = rules.recent_from(store);
+    const std::int32_t* pos = store.pos();
+    const pool_tier* tier = store.tier();
+    std::int32_t kept = 0, emergency = 0, emergency_evictable = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      const bool always = pos[j] >= recent_from || (store.flags_of(j) & frame_flag_sink) != 0;
+      const bool in_emergency = tier[j] == pool_tier::emergency;
+      kept += always ? 1 : 0;
+      emergency += in_emergency ? 1 : 0;
+      emergency_evictable += in_emergency && !always ? 1 : 0;
+    }
+    const std::int32_t overflow = std::max(0, emergency - emergency_cells_);
+    // Kept: the always-protected cells and the emergency cells the overflow does not reach.
+    return kept + emergency_evictable - std::min(overflow, emergency_evictable);
+  }
+
+  /// True when a plan may evict cell `slot` (< store.size()) only as a last resort: kept
+  /// always, in the emergency pool, or a boundary-protected buffer cell.
+  static bool last_resort(const cell_store& store, const protection_rules& rules,
+                          std::int32_t slot) noexcept {
+    const pool_tier tier = store.tier()[slot];
+    const protection_level level = rules.level_of(store, slot);
+    return level == protect_always || tier == pool_tier::emergency ||
+           (level == protect_boundary && tier == pool_tier::buffer);
+  }
   std::int32_t trigger_cells() const noexcept { return trigger_cells_; }
 
   /// Cells of `store` currently in `tier`.

@@ -14,28 +14,10 @@
 #include "../eviction_policy.hpp"
 #include "../scores/adakv.hpp"
 #include "../scores/budget.hpp"
+#include "adakv_config.hpp"
 #include "snapkv.hpp"
 
 namespace audiokv::policy::baselines {
-
-/// @brief Configuration of adakv_group.
-struct adakv_config {
-  /// Per-head storage and SnapKV scoring; snap.base.budget is the MEAN budget B per head and
-  /// snap.base.capacity the slots of each head (0 means B + 1).
-  snapkv_config snap{};
-  /// KV heads sharing the layer budget num_heads * B.
-  std::int32_t num_heads = 1;
-  /// kvpress alpha_safeguard: each head keeps at least n_safe = max(1, int(B * alpha)) cells.
-  double alpha_safeguard = 0.2;
-
-  /// Checks every field; `where` names the caller in the message.
-  /// @throws audiokv::error naming the first invalid field (e.g. "config.budget").
-  void validate(const char* where) const {
-    AUDIOKV_REQUIRE(num_heads >= 1, where, "config.num_heads", num_heads, "must be >= 1");
-    AUDIOKV_REQUIRE(alpha_safeguard >= 0.0 && alpha_safeguard <= 1.0, where,
-                    "config.alpha_safeguard", alpha_safeguard, "must be in [0, 1]");
-  }
-};
 
 /// @brief The KV heads of one layer under one AdaKV budget.
 ///
@@ -408,7 +390,6 @@ inline std::unique_ptr<eviction_policy> adakv_group::make_head(std::int32_t h) {
 }  // namespace audiokv::policy::baselines
 
 namespace audiokv {
-using policy::baselines::adakv_config;
 using policy::baselines::adakv_group;
 using policy::baselines::adakv_head;
 }  // namespace audiokv

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+/// @file
+/// One sequence of the llama.cpp adapter: its policy, the map policy slot -> KV cell, the
+/// audio frames the engine marked, and the position ranges a plan removes from the context.
+/// Needs llama.h (for llama_seq_id and llama_pos).
+#pragma once
+
+#include <llama.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../detail/describe.hpp"
+#include "../error.hpp"
+#include "../registry.hpp"
+#include "../span.hpp"
+#include "llama_cpp_config.hpp"
+
+namespace audiokv::engines {
+
+/// @brief A sequence under an eviction policy: the policy (time-ordered slots), the KV cell of
+/// each slot, and the buffers of its decode and eviction steps, sized once for the policy's
+/// capacity.
+struct llama_cpp_sequence {
+  /// Takes `policy` for sequence `seq_id`; sizes every buffer for policy->capacity().
+  llama_cpp_sequence(llama_seq_id seq_id, std::unique_ptr<eviction_policy> p)
+      : id(seq_id), policy(std::move(p)) {
+    cells.assign(static_cast<std::size_t>(policy->capacity()), -1);
+    gather.assign(static_cast<std::size_t>(policy->capacity()), 0.0f);
+    plan.reserve(policy->capacity());
+    ranges.reserve(static_cast<std::size_t>(policy->capacity()));
+  }
+
+  llama_seq_id id = 0;                                  ///< the sequence
+  std::unique_ptr<eviction_policy> policy;              ///< its policy
+  std::vector<std::int32_t> cells;                      ///< [capacity] KV cell of each slot
+  std::vector<float> gather;                            ///< [capacity] a row in slot order
+  eviction_plan plan;                                   ///< the plan being carried out
+  std::vector<std::pair<llama_pos, llama_pos>> ranges;  ///< [p0, p1) the plan removes
+  std::vector<frame_meta> audio;                        ///< marked frames, ascending positions
+  std::size_t audio_next = 0;                           ///< first marked frame not yet decoded
+  llama_pos pos_max = -1;                               ///< newest decoded position
+  llama_pos deferred = -1;  ///< newest position a plan dropped, removed after the next decode
+
+  /// Checks `frames` (ascending positions beyond every decoded or marked one, voice in [0, 1],
+  /// speaker >= 0; throws from `where` naming "frames[i].pos" / ".voice" / ".speaker", nothing
+  /// marked then), then marks them.
+  void mark_audio(const char* where, span<const frame_meta> frames) {
+    llama_pos last = std::max(pos_max, audio.empty() ? -1 : audio.back().pos);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      const frame_meta& f = frames[i];
+      const std::string at = ::audiokv::detail::indexed("frames", static_cast<long long>(i));
+      AUDIOKV_REQUIRE(f.pos > last, where, at + ".pos", f.pos,
+                      ::audiokv::detail::describe("must exceed ", last,
+                                                  " (ascending, after every decoded or marked "
+                                                  "position)")
+                          .c_str());
+      AUDIOKV_REQUIRE(f.voice >= 0.0f && f.voice <= 1.0f, where, at + ".voice", f.voice,
+                      "must be in [0, 1]");
+      AUDIOKV_REQUIRE(f.speaker >= 0, where, at + ".speaker", f.speaker, "must be >= 0");
+      last = f.pos;
+    }
+    audio.insert(audio.end(), frames.begin(), frames.end());
+  }
+
+  /// Checks a batch for this sequence (its first token's sequence is `id`): every token in
+  /// this sequence alone, the context's newest position `mem_max` equal to pos_max, positions
+  /// (when given) consecutive from pos_max + 1, and room in the policy; throws from `where`
+  /// naming "batch.seq_id[i]", "batch.seq_id[0]", "batch.pos[i]" or "batch".
+  void check_batch(const char* where, const llama_batch& batch, llama_pos mem_max) const {
+    const llama_seq_id seq = id;
+    for (std::int32_t i = 0; i < batch.n_tokens; ++i) {
+      if (batch.seq_id == nullptr || batch.n_seq_id == nullptr) break;
+      AUDIOKV_REQUIRE(batch.n_seq_id[i] == 1 && batch.seq_id[i][0] == seq, where,
+                      ::audiokv::detail::indexed("batch.seq_id", i), batch.seq_id[i][0],
+                      ::audiokv::detail::describe("every token must belong to sequence ", seq,
+                                                  " alone (one sequence per decode)")
+                          .c_str());
+    }
+    AUDIOKV_REQUIRE(mem_max == pos_max, where, "batch.seq_id[0]", seq,
+                    ::audiokv::detail::describe("the context holds positions up to ", mem_max,
+                                                " but the adapter decoded up to ", pos_max,
+                                                ": the sequence was changed outside the adapter")
+                        .c_str());
+    if (batch.pos != nullptr) {
+      for (std::int32_t i = 0; i < batch.n_tokens; ++i) {
+        AUDIOKV_REQUIRE(batch.pos[i] == pos_max + 1 + i, where,
+                        ::audiokv::detail::indexed("batch.pos", i), batch.pos[i],
+                        ::audiokv::detail::describe("must be ", pos_max + 1 + i,
+                                                    " (consecutive from seq_pos_max + 1; "
+                                                    "positions never change)")
+                            .c_str());
+      }
+    }
+    const std::int64_t room = static_cast<std::int64_t>(policy->capacity()) - policy->num_cells();
+    AUDIOKV_REQUIRE(batch.n_tokens <= room, where, "batch", batch.n_tokens,
+                    ::audiokv::detail::describe("tokens exceed the policy's free slots (", room,
+                                                " of capacity ", policy->capacity(),
+                                                "): call evict() first or raise the capacity")
+                        .c_str());
+  }
+
+  /// The frame of position `pos` (ascending from call to call): the marked frame there, else
+  /// `text_frame` at that position.
+  frame_meta next_frame(const frame_meta& text_frame, llama_pos pos) {
+    while (audio_next < audio.size() && audio[audio_next].pos < pos) ++audio_next;
+    frame_meta f = text_frame;
+    if (audio_next < audio.size() && audio[audio_next].pos == pos) f = audio[audio_next++];
+    f.pos = pos;
+    return f;
+  }
+
+  /// Fills `ranges` with the position ranges `plan` removes from the context now: one per run
+  /// of consecutive evicted slots (the positions between two neighbouring slots are no longer
+  /// in the context), without the newest position, which stays until the next decode.
+  /// @return false when the plan evicts nothing.
+  bool plan_ranges() {
+    ranges.clear();
+    if (plan.evict.empty()) return false;
+    const std::int32_t n = policy->num_cells();
+    const std::int32_t* pos = policy->positions();
+    std::size_t i = 0;
+    while (i < plan.evict.size()) {
+      std::size_t j = i;
+      while (j + 1 < plan.evict.size() && plan.evict[j + 1] == plan.evict[j] + 1) ++j;
+      std::int32_t last = plan.evict[j];
+      if (last == n - 1) --last;  // the newest position stays in the context (deferred)
+      if (last >= plan.evict[i]) ranges.emplace_back(pos[plan.evict[i]], pos[last] + 1);
+      i = j + 1;
+    }
+    return true;
+  }
+
+  /// Applies `plan` to the policy and moves each kept slot's cell by the plan's move map.
+  void apply_plan() {
+    const std::int32_t n = policy->num_cells();
+    policy->apply(plan);
+    for (std::int32_t k = 0; k < n; ++k) {
+      const std::int32_t to = plan.move_to[static_cast<std::size_t>(k)];
+      if (to >= 0) cells[static_cast<std::size_t>(to)] = cells[static_cast<std::size_t>(k)];
+    }
+  }
+};
+
+}  // namespace audiokv::engines
