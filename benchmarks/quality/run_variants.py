@@ -209,6 +209,35 @@ def table(rows, sets, protocol, ratios, variants):
     return "\n".join(lines)
 
 
+def per_set_table(rows, sets, protocol, ratios, variants):
+    """Each variant minus the defaults per set and over all sets (paired bootstrap 95% interval;
+    bold where it excludes 0), the comparison a rule for changing a default reads."""
+    by = {}
+    for r in rows:
+        if r["protocol"] == protocol and "error" not in r:
+            by.setdefault((r["variant"], r["retention"]), {})[(r["set"], r["clip"])] = r
+    head = " | ".join(f"{int(100 * x)}%" for x in ratios)
+    lines = [f"| variant minus defaults | set | {head} |", "|---" * (2 + len(ratios)) + "|"]
+    for name, _ in variants:
+        if not any(v == name for v, _ in by):
+            continue
+        for s in sets + ["all"]:
+            cells = []
+            for x in ratios:
+                mine = {k: v for k, v in by.get((name, x), {}).items() if s == "all" or k[0] == s}
+                d = {k: v for k, v in by.get(("defaults", x), {}).items() if k in mine}
+                mine = {k: v for k, v in mine.items() if k in d}
+                if not mine:
+                    cells.append("—")
+                    continue
+                diff = corpus_delta(list(mine.values())) - corpus_delta(list(d.values()))
+                lo, hi = bootstrap_pair(mine, d)
+                text = f"{diff:+.2f} ({lo:+.2f} to {hi:+.2f})"
+                cells.append(f"**{text}**" if lo > 0 or hi < 0 else text)
+            lines.append(f"| {name} | {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot(rows, protocols, ratios, path):
     """Corpus delta WER (all sets) against retention, a curve per variant and protocol
     (oracle_future dashed), to `path` (PNG)."""
@@ -291,6 +320,10 @@ def main():
         for protocol in args.protocols:
             f.write(f"### {protocol}, split {args.split}\n\n")
             f.write(table(rows, sets, protocol, args.ratios, variants) + "\n\n")
+            if variants:
+                f.write(f"Per set, {protocol}: each variant minus the defaults (paired, 95% CI; "
+                        "bold where it excludes 0):\n\n")
+                f.write(per_set_table(rows, sets, protocol, args.ratios, variants) + "\n\n")
     print(open(args.md).read())
 
 
