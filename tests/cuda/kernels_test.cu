@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "cuda/device_buffer.hpp"
-#include "cuda/host_dtype.hpp"
 #include "cuda/tolerance.hpp"
 
 namespace {
@@ -41,8 +40,8 @@ std::vector<float> random_vec(std::size_t n, std::uint32_t seed, float lo = -1.f
   return v;
 }
 
-using audiokv::test::from_f;
-using audiokv::test::to_f;
+using audiokv::cuda::detail::from_float;
+using audiokv::cuda::detail::to_float;
 
 template <class T>
 void run_attention(cu::dtype type, int d, int hq, int hkv, int n, bool with_v, int live) {
@@ -51,10 +50,10 @@ void run_attention(cu::dtype type, int d, int hq, int hkv, int n, bool with_v, i
   auto vf = random_vec(kf.size(), 3);
   std::vector<T> kt(kf.size()), vt(vf.size());
   for (std::size_t i = 0; i < kf.size(); ++i) {
-    kt[i] = from_f<T>(kf[i]);
-    kf[i] = to_f(kt[i]);
-    vt[i] = from_f<T>(vf[i]);
-    vf[i] = to_f(vt[i]);
+    kt[i] = from_float<T>(kf[i]);
+    kf[i] = to_float(kt[i]);
+    vt[i] = from_float<T>(vf[i]);
+    vf[i] = to_float(vt[i]);
   }
   const audiokv::core::kv_addressing addr{nullptr, 1, 0, hkv * d, d};  // NHD
   std::vector<float> out_r(hq * d), probs_r(static_cast<std::size_t>(hq) * n),
@@ -381,7 +380,7 @@ TEST(CudaGraph, CapturedStepReplaysIdentically) {
   const cu::attention_shape shape{hq, hkv, d, n};
   std::vector<__nv_bfloat16> kv(static_cast<std::size_t>(n) * hkv * d);
   const auto kf = random_vec(kv.size(), 21);
-  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = __float2bfloat16_rn(kf[i]);
+  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = from_float<__nv_bfloat16>(kf[i]);
   dbuf<__nv_bfloat16> dk(kv), dv(kv), dgathered(kv.size());
   dbuf<float> dq(random_vec(static_cast<std::size_t>(hq) * d, 22)), dout(hq * d),
       dprobs(static_cast<std::size_t>(hq) * n), dscores(static_cast<std::size_t>(hkv) * n),

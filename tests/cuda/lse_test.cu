@@ -13,7 +13,6 @@
 
 #include "common/lse_case.hpp"
 #include "cuda/device_buffer.hpp"
-#include "cuda/host_dtype.hpp"
 #include "cuda/tolerance.hpp"
 
 namespace {
@@ -31,8 +30,8 @@ using dbuf = audiokv::test::device_buffer<T>;
 #define REQUIRE_DEVICE() \
   if (!has_device()) GTEST_SKIP() << "no CUDA device: kernel not executed on this machine"
 
-using audiokv::test::from_f;
-using audiokv::test::to_f;
+using audiokv::cuda::detail::from_float;
+using audiokv::cuda::detail::to_float;
 
 template <class T>
 void run_case(cu::dtype type, lse_layout layout, lse_base base, gqa_reduce mode, int dim,
@@ -40,8 +39,8 @@ void run_case(cu::dtype type, lse_layout layout, lse_base base, gqa_reduce mode,
   lse_case c = audiokv::test::make_lse_case(seed, layout, base, 3, 8, 2, dim, 150, page_size, 1.0f);
   std::vector<T> kt(c.k.size());
   for (std::size_t i = 0; i < c.k.size(); ++i) {
-    kt[i] = from_f<T>(c.k[i]);
-    c.k[i] = to_f(kt[i]);  // the oracle reads the rounded K
+    kt[i] = from_float<T>(c.k[i]);
+    c.k[i] = to_float(kt[i]);  // the oracle reads the rounded K
   }
   const audiokv::lse_scoring host = c.scoring(mode);
   const std::size_t n_scores = static_cast<std::size_t>(c.batch) * c.hkv * c.capacity;

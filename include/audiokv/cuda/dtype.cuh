@@ -20,6 +20,33 @@ inline constexpr std::int32_t dtype_bytes(dtype t) { return t == dtype::f32 ? 4 
 
 namespace detail {
 
+/// x widened to float (exact). Host and device: the GPU tests round their inputs with the same
+/// conversions the kernels use.
+AUDIOKV_HOST_DEVICE float to_float(float x) { return x; }
+/// x widened to float (exact).
+AUDIOKV_HOST_DEVICE float to_float(__half x) { return __half2float(x); }
+/// x widened to float (exact).
+AUDIOKV_HOST_DEVICE float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+/// x rounded to T (round to nearest even).
+template <class T>
+AUDIOKV_HOST_DEVICE T from_float(float x);
+/// x itself.
+template <>
+AUDIOKV_HOST_DEVICE float from_float<float>(float x) {
+  return x;
+}
+/// x rounded to fp16 (round to nearest even).
+template <>
+AUDIOKV_HOST_DEVICE __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
+/// x rounded to bf16 (round to nearest even).
+template <>
+AUDIOKV_HOST_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
 /// Loads 16 bytes (16 / sizeof(T) elements, 16-byte aligned) and widens them to float.
 template <class T>
 AUDIOKV_DEVICE void load16_as_float(const T* p, float* out);

@@ -10,29 +10,12 @@
 #include <cstdint>
 
 #include "../../core/quantize.hpp"
+#include "../dtype.cuh"
 
 namespace audiokv::cuda::kernels {
 
 // Kernels are static (internal linkage): every translation unit that includes this header
 // compiles and registers its own copy, so any number of them link into one program.
-
-AUDIOKV_DEVICE float to_float(float x) { return x; }
-AUDIOKV_DEVICE float to_float(__half x) { return __half2float(x); }
-AUDIOKV_DEVICE float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class T>
-AUDIOKV_DEVICE T from_float(float x);
-template <>
-AUDIOKV_DEVICE float from_float<float>(float x) {
-  return x;
-}
-template <>
-AUDIOKV_DEVICE __half from_float<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-AUDIOKV_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
 
 /// Warp per row r: q[r, :dim], scales[r] from x[r * row_stride, :dim].
 template <class T>
@@ -44,13 +27,14 @@ static __global__ void quantize_rows_kernel(const T* x, std::int64_t row_stride,
   if (r >= num_rows) return;  // warp-uniform
   const T* row = x + r * row_stride;
   float max_abs = 0.0f;
-  for (int i = lane; i < dim; i += 32) max_abs = core::max_of(max_abs, fabsf(to_float(row[i])));
+  for (int i = lane; i < dim; i += 32)
+    max_abs = core::max_of(max_abs, fabsf(cuda::detail::to_float(row[i])));
   for (int o = 16; o > 0; o /= 2)
     max_abs = core::max_of(max_abs, __shfl_xor_sync(0xffffffffu, max_abs, o));
   const float scale = core::int8_scale(max_abs);
   if (lane == 0) scales[r] = scale;
   for (int i = lane; i < dim; i += 32)
-    q[r * dim + i] = core::quantize_int8(to_float(row[i]), scale);
+    q[r * dim + i] = core::quantize_int8(cuda::detail::to_float(row[i]), scale);
 }
 
 /// Thread per element: x[r * row_stride + i] = dequantize_int8(q[r, i], scales[r]).
@@ -61,7 +45,7 @@ static __global__ void dequantize_rows_kernel(const std::int8_t* q, const float*
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<std::int64_t>(num_rows) * dim) return;
   const std::int64_t r = i / dim;
-  x[r * row_stride + i % dim] = from_float<T>(core::dequantize_int8(q[i], scales[r]));
+  x[r * row_stride + i % dim] = cuda::detail::from_float<T>(core::dequantize_int8(q[i], scales[r]));
 }
 
 }  // namespace audiokv::cuda::kernels
