@@ -6,6 +6,9 @@
 # benchmarks/results/llm_<suite>.jsonl (a .partial.jsonl while it runs).
 # Usage: benchmarks/llm/run_llm.sh SUITE...
 #   dev             adapter scoring variants on the dev text (Exodus), audiokv at 128 cells
+#   dev_text        the text-frame rule on the narrative dev text (Exodus 3-14, 1024 tokens, 128,
+#                   256 and 512 cells): audiokv with text frames (default) and as audio, variants,
+#                   and the baselines it is compared with
 #   ppl_ref         test text (Genesis), first 1024 tokens: full and context_shift (no adapter)
 #   ppl             the same stream: the adapter policies at 128/256/512 cells
 #   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
@@ -44,6 +47,17 @@ for suite in "$@"; do
           --tag "heads:$1 layers:$2 $3" >/dev/null
       done
       finish dev ;;
+    dev_text)
+      narrative=(--text build/texts/exodus_narrative.txt --task ppl --max-tokens 1024 --segment 128)
+      run dev_text "${narrative[@]}" --policies audiokv --budgets 128,256,512 --text-frame audio \
+        --tag "text as audio (before)" >/dev/null
+      run dev_text "${narrative[@]}" --policies audiokv --budgets 128,256,512 --tag "text frames" \
+        >/dev/null
+      run dev_text "${narrative[@]}" --policies audiokv --budgets 128 --audiokv-set recent=64 \
+        --tag "text frames, recent 64" >/dev/null
+      run dev_text "${narrative[@]}" --policies streaming_llm,h2o,tova --budgets 128,256,512 \
+        --tag baseline >/dev/null
+      finish dev_text ;;
     ppl_ref)
       run ppl_ref --text "$test_text" --task ppl --policies full,context_shift \
         --budgets 128,256,512 --max-tokens 1024 --segment 128 >/dev/null

@@ -64,6 +64,11 @@ struct options {
   std::vector<std::int32_t> layers = audiokv::llama_cpp_config{}.layers;
   audiokv::score_reduce head_reduce = audiokv::llama_cpp_config{}.head_reduce;
   audiokv::score_reduce layer_reduce = audiokv::llama_cpp_config{}.layer_reduce;
+  // "audiokv": changes to its default configuration (--audiokv-set), for dev experiments.
+  audiokv::audiokv_config audiokv{};
+  // --text-frame audio: text tokens carry no frame_flag_text (the speech rules treat them as
+  // audio frames, as before the flag existed); the adapter's default is text.
+  bool text_as_audio = false;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -73,6 +78,29 @@ std::vector<std::string> split(const std::string& s, char sep) {
   while (std::getline(ss, item, sep))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// --audiokv-set KEY=VALUE,...: fields of the "audiokv" policy's configuration (recent: the
+// recent window in cells, i.e. min_retention_ms = CELLS x frame_ms).
+void parse_audiokv_set(const std::string& list, audiokv::audiokv_config& c) {
+  for (const auto& item : split(list, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) throw std::runtime_error("--audiokv-set: KEY=VALUE, got " + item);
+    const std::string key = item.substr(0, eq);
+    const double v = std::stod(item.substr(eq + 1));
+    if (key == "sinks")
+      c.speech.sinks.enabled = v != 0.0;
+    else if (key == "coverage")
+      c.speech.coverage.enabled = v != 0.0;
+    else if (key == "frontier")
+      c.speech.frontier.enabled = v != 0.0;
+    else if (key == "recent")
+      c.min_retention_ms = static_cast<float>(v) * c.frame_ms;
+    else if (key == "trigger")
+      c.trigger = static_cast<float>(v);
+    else
+      throw std::runtime_error("--audiokv-set: unknown key " + key);
+  }
 }
 
 audiokv::score_reduce parse_reduce(const std::string& s) {
@@ -87,7 +115,9 @@ void usage() {
                "  --policies full,context_shift,audiokv,... --budgets 128,256,512|20%%\n"
                "  [--max-tokens N] [--threads N] [--json] [--chunk N] [--gen N] [--segment N]\n"
                "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N] [--tag STR]\n"
-               "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n");
+               "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n"
+               "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F]\n"
+               "  [--text-frame text|audio]\n");
 }
 
 options parse(int argc, char** argv) {
@@ -135,7 +165,13 @@ options parse(int argc, char** argv) {
       o.head_reduce = parse_reduce(value());
     else if (a == "--layer-reduce")
       o.layer_reduce = parse_reduce(value());
-    else if (a == "--help" || a == "-h") {
+    else if (a == "--audiokv-set")
+      parse_audiokv_set(value(), o.audiokv);
+    else if (a == "--text-frame") {
+      const std::string v = value();
+      if (v != "text" && v != "audio") throw std::runtime_error("--text-frame: text or audio");
+      o.text_as_audio = v == "audio";
+    } else if (a == "--help" || a == "-h") {
       usage();
       std::exit(0);
     } else {
@@ -305,8 +341,10 @@ class runner {
       c.layers = o.layers;
       c.head_reduce = o.head_reduce;
       c.layer_reduce = o.layer_reduce;
+      if (o.text_as_audio) c.text_frame.flags = audiokv::frame_flag_none;
       adapter_ = std::make_unique<audiokv::llama_cpp_adapter>(model, p, c);
       audiokv::policy_options po;
+      po.audiokv = o.audiokv;
       po.budget = budget;
       po.capacity = capacity;
       po.seed = static_cast<std::uint64_t>(o.seed);

@@ -1151,6 +1151,7 @@ NB_MODULE(_ext, m) {
   m.attr("FRAME_SEGMENT_START") = static_cast<int>(audiokv::frame_flag_segment_start);
   m.attr("FRAME_CRITICAL") = static_cast<int>(audiokv::frame_flag_critical);
   m.attr("FRAME_SINK") = static_cast<int>(audiokv::frame_flag_sink);
+  m.attr("FRAME_TEXT") = static_cast<int>(audiokv::frame_flag_text);
 
   nb::class_<audiokv::pool_split>(m, "PoolSplit")
       .def(nb::init<>())

@@ -528,4 +528,132 @@ TEST(SpeechRules, ConfigValidationNamesTheField) {
   }
 }
 
+// Text cells (frame_flag_text) are outside the coverage floor and the frontier: the floor's
+// quota shrinks to the audio cells' share of the free cells (floor(1.0 x 4 x 4/8) = 2) and
+// lands on audio cells only; every text cell keeps the lowest tier (its score ranks it).
+TEST(SpeechRules, TextCellsAreLeftToTheirScores) {
+  const std::int32_t n = 8;
+  std::vector<std::int32_t> pos(n), order(n);
+  std::vector<float> voice(n, 1.0f), importance(n, 0.0f), raw(n);
+  std::vector<std::uint8_t> tier(n);
+  const std::vector<std::uint8_t> text = {1, 1, 1, 1, 0, 0, 0, 0};
+  std::vector<float> score = {0.7f, 0.6f, 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.05f};
+  for (std::int32_t j = 0; j < n; ++j) pos[j] = j;
+  speech_rules_config config;
+  config.coverage.segment_ms = 80.0f;  // one segment of 8 frames of 10 ms
+  config.coverage.share = 1.0f;
+  config.frontier.enabled = false;
+  alignment_frontier frontier;
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
+                                 nullptr, 0, n, 4, frontier, score.data(), raw.data(), tier.data(),
+                                 order.data(), nullptr, text.data()));
+  const double mean = (0.7 + 0.6 + 0.5 + 0.4 + 0.3 + 0.2 + 0.1 + 0.05) / 8;
+  auto level = [&](std::int32_t j) {
+    const double x = raw[j] / mean;
+    return std::lround((score[j] - 1.5 - 1.5 * x / (1.0 + std::fabs(x))) / 4.0);
+  };
+  std::int32_t floor_cells = 0;
+  for (std::int32_t j = 0; j < n; ++j) {
+    if (text[j] != 0) {
+      EXPECT_EQ(level(j), 0) << "text cell " << j;
+    } else {
+      EXPECT_TRUE(level(j) == 0 || level(j) == 2) << "audio cell " << j;
+      floor_cells += level(j) == 2 ? 1 : 0;
+    }
+  }
+  EXPECT_GE(floor_cells, 1);
+  EXPECT_LE(floor_cells, 2);
+  // Every cell text: no floor at all, every score in the lowest tier, in the order of raw.
+  const std::vector<std::uint8_t> all_text(n, 1);
+  score = {0.7f, 0.6f, 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.05f};
+  config.frontier.enabled = true;  // estimated: there is no audio cell to estimate it from
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
+                                 nullptr, 0, n, 4, frontier, score.data(), raw.data(), tier.data(),
+                                 order.data(), nullptr, all_text.data()));
+  for (std::int32_t j = 0; j < n; ++j) {
+    EXPECT_EQ(level(j), 0) << j;
+    if (j > 0) {
+      EXPECT_LT(score[j], score[j - 1]) << j;
+    }
+  }
+}
+
+// The estimated frontier is the peak of the audio cells' importance: a text cell with more
+// importance does not move it, and text cells after it do not join the `ahead` tier.
+TEST(SpeechRules, TheFrontierIsEstimatedOverAudioCells) {
+  const std::int32_t n = 8;
+  std::vector<std::int32_t> pos(n), order(n);
+  std::vector<float> voice(n, 1.0f), raw(n), score(n, 0.5f);
+  std::vector<float> importance = {0.0f, 0.1f, 0.5f, 0.1f, 0.2f, 0.3f, 1.0f, 0.1f};
+  std::vector<std::uint8_t> tier(n);
+  const std::vector<std::uint8_t> text = {0, 0, 0, 0, 1, 1, 1, 1};
+  for (std::int32_t j = 0; j < n; ++j) pos[j] = j;
+  speech_rules_config config;
+  config.coverage.enabled = false;
+  config.frontier.lookback_ms = 0.0f;
+  config.frontier.frontier_density = 0.0f;
+  alignment_frontier frontier;
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
+                                 nullptr, 0, n, 4, frontier, score.data(), raw.data(), tier.data(),
+                                 order.data(), nullptr, text.data()));
+  // Equal raw scores: x = 1, score = 4 tier + 2.25. Audio peak: cell 2, so cells 2, 3 are ahead.
+  for (std::int32_t j = 0; j < n; ++j) {
+    EXPECT_FLOAT_EQ(score[j], (j == 2 || j == 3) ? 6.25f : 2.25f) << j;
+  }
+  // Without text flags the peak is cell 6: cells 6 and 7 are ahead.
+  std::fill(score.begin(), score.end(), 0.5f);
+  ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
+                                 nullptr, 0, n, 4, frontier, score.data(), raw.data(), tier.data(),
+                                 order.data()));
+  for (std::int32_t j = 0; j < n; ++j) {
+    EXPECT_FLOAT_EQ(score[j], (j >= 6) ? 6.25f : 2.25f) << j;
+  }
+}
+
+// A stream of text frames under the default rules plans exactly as a cache whose coverage floor
+// and frontier are off: text is ranked by attention alone. (The plain cache keeps one rule on
+// that marks nothing, sinks with first = observed = 0, so both rank the same rewritten scores.)
+TEST(SpeechRules, TextStreamPlansAsWithoutCoverageAndFrontier) {
+  audiokv_config with_rules;
+  with_rules.budget = 64;
+  with_rules.capacity = 80;
+  audiokv_config without = with_rules;
+  without.speech.coverage.enabled = false;
+  without.speech.frontier.enabled = false;
+  without.speech.sinks.enabled = true;
+  without.speech.sinks.first = 0;
+  without.speech.sinks.observed = 0;
+  tiered_cache<> text_cache(with_rules), plain_cache(without);
+  std::uint32_t state = 12345u;
+  std::vector<float> attention;
+  eviction_plan a, b;
+  for (std::int32_t step = 0; step < 400; ++step) {
+    frame_meta f;
+    f.pos = step;
+    f.flags = frame_flag_text;
+    text_cache.append(&f, 1);
+    f.flags = frame_flag_none;
+    plain_cache.append(&f, 1);
+    const std::int32_t cells = text_cache.num_cells();
+    attention.assign(static_cast<std::size_t>(cells), 0.0f);
+    float sum = 0.0f;
+    for (auto& p : attention) {
+      state = state * 1664525u + 1013904223u;
+      p = static_cast<float>(state >> 8) / 16777216.0f + 1e-3f;
+      sum += p;
+    }
+    for (auto& p : attention) p /= sum;
+    text_cache.observe(attention.data(), cells);
+    plain_cache.observe(attention.data(), cells);
+    if (text_cache.wants_eviction()) {
+      ASSERT_TRUE(plain_cache.wants_eviction()) << step;
+      text_cache.plan(a);
+      plain_cache.plan(b);
+      ASSERT_EQ(a.evict, b.evict) << step;
+      text_cache.apply(a);
+      plain_cache.apply(b);
+    }
+  }
+}
+
 }  // namespace

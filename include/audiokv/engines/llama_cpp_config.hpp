@@ -31,9 +31,11 @@ struct llama_cpp_config {
   score_reduce head_reduce = score_reduce::max;
   /// Reduction over the scored layers.
   score_reduce layer_reduce = score_reduce::mean;
-  /// Metadata of positions outside every audio span (text tokens): speaker 0, voiced, no
-  /// flags. Its `pos` is ignored.
-  frame_meta text_frame{};
+  /// Metadata of positions outside every audio span (text tokens): speaker 0, voiced,
+  /// frame_flag_text, so the speech rules (coverage floor, alignment frontier) leave text
+  /// cells to their scores (a text-only stream is ranked by attention alone). Its `pos` is
+  /// ignored.
+  frame_meta text_frame{0, 0, 1.0f, frame_flag_text, 0.0f};
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(std::int32_t n_layer) const {

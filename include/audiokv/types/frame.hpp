@@ -20,6 +20,10 @@ enum frame_flag : std::uint8_t {
   frame_flag_critical = 1u << 2,
   /// Emergency pool: an attention sink; lives in the emergency pool and is never evicted.
   frame_flag_sink = 1u << 3,
+  /// Not audio: a text token of a speech LLM's sequence (its prompt, its output). The speech
+  /// rules (temporal coverage floor, alignment frontier) govern audio frames only; a text cell
+  /// is ranked by its score alone.
+  frame_flag_text = 1u << 4,
 };
 
 /// Flags that place a frame in the emergency pool.
@@ -50,5 +54,6 @@ using types::frame_flag_none;
 using types::frame_flag_phoneme_boundary;
 using types::frame_flag_segment_start;
 using types::frame_flag_sink;
+using types::frame_flag_text;
 using types::frame_meta;
 }  // namespace audiokv

@@ -130,6 +130,20 @@ class planner {
 
   struct workspace;
 
+  /// 1 for each text cell (frame_flag_text), written to w.tier_after; null when no cell is
+  /// text (the speech rules then treat every cell as audio).
+  const std::uint8_t* text_cells(const workspace& w) const noexcept {
+    if (!config_.speech.any()) return nullptr;
+    const std::int32_t n = store_.size();
+    auto* text = reinterpret_cast<std::uint8_t*>(w.tier_after);
+    std::uint8_t any = 0;
+    for (std::int32_t j = 0; j < n; ++j) {
+      text[j] = static_cast<std::uint8_t>((store_.flags_of(j) & frame_flag_text) != 0);
+      any |= text[j];
+    }
+    return any != 0 ? text : nullptr;
+  }
+
   /// plan_down_to() after score_cells(w): protection, speech rules, tiers, ratio, selection and
   /// the plan.
   void plan_from_scores(std::int32_t target, bool use_ratio, eviction_plan& out, const workspace& w,
@@ -148,11 +162,14 @@ class planner {
       for (std::int32_t j = 0; j < store_.size(); ++j) w.pipeline[j] = store_.voice_of(j);
       voice = w.pipeline;
     }
+    // Text cells (frame_flag_text) per cell into w.tier_after, free until the tiers below;
+    // null when every cell is audio.
+    const std::uint8_t* text = text_cells(w);
     if (apply_speech_rules(config_.speech, config_.frame_ms, store_.pos(), voice,
                            importance_.importance(), w.protection, protect_always, store_.size(),
                            target - always_kept, frontier_, w.final_scores, w.smoothed,
-                           reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos,
-                           scale_sum)) {
+                           reinterpret_cast<std::uint8_t*>(w.key_bits), w.boundary_pos, scale_sum,
+                           text)) {
       raw_scores = w.smoothed;
     }
     std::uint8_t* mask = w.mask;

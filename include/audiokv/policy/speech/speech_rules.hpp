@@ -89,6 +89,12 @@ inline void speech_scale_sums(const float* const* scores, const std::int32_t* n,
 /// position of the cell of highest importance (the running attention, whose peak follows the
 /// decoder's alignment in the heads that align).
 ///
+/// text: [n] or null (every cell audio); cells with text[j] != 0 are text tokens
+/// (frame_flag_text): sinks and the cache's protections apply to them, the coverage floor and
+/// the frontier do not. They are left in the lowest tier, ranked by their scores; the floor
+/// quota shrinks to the audio cells' share of the cells not yet kept, the frontier is
+/// estimated over audio cells only, and only audio cells enter the `ahead` tier.
+///
 /// Scratch, each [n]: raw receives the scores before the rewrite; tier and order are work
 /// space. scale_sum: null, or sum_k |score_k| as speech_scale_sums() computes it (the rules
 /// then do not sum again). Allocates nothing.
@@ -98,7 +104,8 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
                                std::int32_t n, std::int32_t keep,
                                const alignment_frontier& frontier, float* score, float* raw,
                                std::uint8_t* tier, std::int32_t* order,
-                               const double* scale_sum = nullptr) {
+                               const double* scale_sum = nullptr,
+                               const std::uint8_t* text = nullptr) {
   if (!config.any() || n <= 0) return false;
   constexpr auto rest = static_cast<std::uint8_t>(speech_tier::rest);
   constexpr auto sink = static_cast<std::uint8_t>(speech_tier::sink);
@@ -107,14 +114,33 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   } else {
     std::fill(tier, tier + n, rest);
   }
+  // Text cells hold a tier of their own while the floor and the frontier are placed, so
+  // neither chooses them (the coverage floor counts them as covering their time); they return
+  // to the lowest tier before the rewrite.
+  constexpr std::uint8_t held_text = 4;
+  std::int32_t audio_cells = n;
+  if (text != nullptr) {
+    for (std::int32_t j = 0; j < n; ++j) audio_cells -= text[j] != 0 ? 1 : 0;
+  }
   const bool has_frontier =
-      config.frontier.enabled && (frontier.given() || config.frontier.estimate);
+      config.frontier.enabled && audio_cells > 0 && (frontier.given() || config.frontier.estimate);
   // scale = sum_k |raw_k| in index order (the rounding of the sum is part of the result); when
   // the frontier is estimated, the same pass finds the first cell of highest importance (two
   // independent dependency chains side by side).
   double scale = 0.0;
   std::int32_t peak = 0;
-  if (has_frontier && !frontier.given()) {
+  if (has_frontier && !frontier.given() && text != nullptr) {
+    // The peak over audio cells; the sum over every cell, as below.
+    float top = -INFINITY;
+    for (std::int32_t j = 0; j < n; ++j) {
+      raw[j] = score[j];
+      if (scale_sum == nullptr) scale += std::fabs(static_cast<double>(score[j]));
+      if (text[j] == 0 && importance[j] > top) {
+        top = importance[j];
+        peak = j;
+      }
+    }
+  } else if (has_frontier && !frontier.given()) {
     float top = importance[0];
     if (scale_sum != nullptr) {
       for (std::int32_t j = 0; j < n; ++j) {
@@ -155,9 +181,24 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
         std::ceil(static_cast<double>(config.frontier.lookback_ms) / frame_ms - 1e-6));
     dense_from = at - lookback;
   }
-  if (config.coverage.enabled) {
-    const auto quota = static_cast<std::int32_t>(
-        std::floor(static_cast<double>(config.coverage.share) * std::max(keep - sinks, 0) + 1e-9));
+  std::int64_t free_cells = 0, free_audio = 0;  // cells not yet kept, and their audio part
+  if (text != nullptr) {
+    for (std::int32_t j = 0; j < n; ++j) {
+      const bool unkept = tier[j] == rest;
+      free_cells += unkept ? 1 : 0;
+      free_audio += unkept && text[j] == 0 ? 1 : 0;
+      if (unkept && text[j] != 0) tier[j] = held_text;
+    }
+  }
+  if (config.coverage.enabled && audio_cells > 0) {
+    // quota = floor(share x (keep - sinks) [x free audio / free cells with text cells]).
+    const double audio_share =
+        text == nullptr || free_cells == 0
+            ? 1.0
+            : static_cast<double>(free_audio) / static_cast<double>(free_cells);
+    const auto quota = static_cast<std::int32_t>(std::floor(
+        static_cast<double>(config.coverage.share) * std::max(keep - sinks, 0) * audio_share +
+        1e-9));
     const auto segment = static_cast<std::int32_t>(std::max(
         1.0, std::ceil(static_cast<double>(config.coverage.segment_ms) / frame_ms - 1e-6)));
     constexpr auto floor_tier = static_cast<std::uint8_t>(speech_tier::floor);
@@ -225,6 +266,9 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
       const auto reached = static_cast<std::uint8_t>(pos[j] >= from);
       tier[j] = static_cast<std::uint8_t>(tier[j] | (unmarked & reached & ahead));
     }
+  }
+  if (text != nullptr) {
+    for (std::int32_t j = 0; j < n; ++j) tier[j] = tier[j] == held_text ? rest : tier[j];
   }
   scale = scale > 0.0 ? static_cast<double>(n) / scale : 0.0;
   for (std::int32_t j = 0; j < n; ++j) {
