@@ -177,6 +177,28 @@ def main():
             if r.get("status") == "ok":
                 out.append(f"| {r.get('tag', '')} | {r['ppl']:.3f} | {r['mean_cells']:.0f} |")
         out.append("")
+    dev_text = [r for r in load(os.path.join(d, "llm_dev_text.jsonl")) if r.get("status") == "ok"]
+    if dev_text:
+        out.append("## Dev: text frames (Exodus 3-14, 1024 tokens)\n")
+        out.append("The decision for the adapter's `text_frame` (frame_flag_text: the speech rules "
+                   "leave text to its scores) against treating text tokens as audio frames.\n")
+        budgets = sorted({r["budget"] for r in dev_text})
+        out.append("| run | " + " | ".join(f"{b} cells" for b in budgets) + " |")
+        out.append("|---|" + "---|" * len(budgets))
+        keys = []
+        for r in dev_text:
+            k = (r["policy"], r.get("tag", ""))
+            if k not in keys:
+                keys.append(k)
+        for policy, tag in keys:
+            cells = []
+            for b in budgets:
+                m = [r for r in dev_text
+                     if (r["policy"], r.get("tag", "")) == (policy, tag) and r["budget"] == b]
+                cells.append(f"{m[0]['ppl']:.2f} (mean {m[0]['mean_cells']:.0f})" if m else "–")
+            label = policy if policy != "audiokv" else f"audiokv, {tag}"
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        out.append("")
     ppl = load(os.path.join(d, "llm_ppl_ref.jsonl")) + load(os.path.join(d, "llm_ppl.jsonl"))
     out.append("## Streaming perplexity (Genesis)\n")
     ppl_tables(ppl, out)
