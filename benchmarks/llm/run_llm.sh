@@ -14,6 +14,7 @@
 #   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
 #   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
 #   cost            tokens/s and the adapter's cost split at a 2k context, full and audiokv
+#   cost4k          the same at a 4k context (4,096-token prompt), full and audiokv
 #   stream16k       a 16k-token stream through 256 cells with n_ctx = budget + margin
 # The sizes are what a shared 2-vCPU machine finishes in about two hours (see docs/llama_cpp.md).
 # Environment: LLAMA_STREAM (binary, default build/cpu/examples/llama_cpp/llama_stream).
@@ -81,6 +82,10 @@ for suite in "$@"; do
       run cost --text "$test_text" --task generate --policies full,audiokv --budgets 2048 \
         --max-tokens 2048 --chunk 512 --gen 16 >/dev/null
       finish cost ;;
+    cost4k)
+      run cost4k --text "$test_text" --task generate --policies full,audiokv --budgets 4096 \
+        --max-tokens 4096 --chunk 512 --gen 16 >/dev/null
+      finish cost4k ;;
     stream16k)
       run stream16k --text "$test_text" --task generate --policies audiokv --budgets 256 \
         --max-tokens 16384 --chunk 512 --gen 4 >/dev/null

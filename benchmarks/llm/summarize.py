@@ -210,8 +210,8 @@ def main():
     passkey_table(load(os.path.join(d, "llm_passkey_stream.jsonl")), out,
                   "chunked prefill of 64, eviction between chunks, question unseen")
     out.append("## Cost\n")
-    cost_table(load(os.path.join(d, "llm_cost.jsonl")) + load(os.path.join(d, "llm_stream16k.jsonl")),
-               out)
+    cost_table(load(os.path.join(d, "llm_cost.jsonl")) + load(os.path.join(d, "llm_cost4k.jsonl"))
+               + load(os.path.join(d, "llm_stream16k.jsonl")), out)
     with open(os.path.join(d, "llm_summary.md"), "w") as f:
         f.write("\n".join(out) + "\n")
     print("\n".join(out))
