@@ -131,17 +131,23 @@ class planner {
   struct workspace;
 
   /// 1 for each text cell (frame_flag_text), written to w.tier_after; null when no cell is
-  /// text (the speech rules then treat every cell as audio).
+  /// text (the speech rules then treat every cell as audio). An audio-only cache pays one
+  /// read-only OR over its flags (a contiguous byte scan unless the frames are shared).
   const std::uint8_t* text_cells(const workspace& w) const noexcept {
     if (!config_.speech.any()) return nullptr;
     const std::int32_t n = store_.size();
-    auto* text = reinterpret_cast<std::uint8_t*>(w.tier_after);
     std::uint8_t any = 0;
-    for (std::int32_t j = 0; j < n; ++j) {
-      text[j] = static_cast<std::uint8_t>((store_.flags_of(j) & frame_flag_text) != 0);
-      any |= text[j];
+    if (store_.shares_frames()) {
+      for (std::int32_t j = 0; j < n; ++j) any |= store_.flags_of(j);
+    } else {
+      const std::uint8_t* flags = store_.flags();
+      for (std::int32_t j = 0; j < n; ++j) any |= flags[j];
     }
-    return any != 0 ? text : nullptr;
+    if ((any & frame_flag_text) == 0) return nullptr;
+    auto* text = reinterpret_cast<std::uint8_t*>(w.tier_after);
+    for (std::int32_t j = 0; j < n; ++j)
+      text[j] = static_cast<std::uint8_t>((store_.flags_of(j) & frame_flag_text) != 0);
+    return text;
   }
 
   /// plan_down_to() after score_cells(w): protection, speech rules, tiers, ratio, selection and
