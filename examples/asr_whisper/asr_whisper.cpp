@@ -313,6 +313,8 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (o.lookback_ms >= 0) speech.frontier.lookback_ms = static_cast<float>(o.lookback_ms);
   if (o.past_density >= 0) speech.frontier.past_density = static_cast<float>(o.past_density);
   if (o.past_decay_ms >= 0) speech.frontier.past_decay_ms = static_cast<float>(o.past_decay_ms);
+  if (o.past_decay_ms > 0 && o.past_decay_floor < 0)
+    speech.frontier.past_decay_floor = 0.0f;  // the two decays exclude each other
   if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
   if (o.segment_cells >= 0) speech.coverage.segment_cells = o.segment_cells;
   if (o.past_decay_floor >= 0)

@@ -4,9 +4,9 @@
 // baselines after each step, for observe, observe_group (mean and max) and several
 // configurations. The expected values were recorded from the single-class implementation that
 // preceded the split into importance tracker, protection rules, pool manager and planner (with
-// its one coverage floor over all time, frontier_density 0), and for the frontier-first default
-// when it became the default; a refactoring or an optimisation that changes one bit of any plan
-// or state fails here.
+// its one coverage floor over all time, frontier_density 0), for the frontier-first default when
+// it became the default, and for the segment floor when it became the default; a refactoring or an
+// optimisation that changes one bit of any plan or state fails here.
 #include <gtest/gtest.h>
 
 #include <audiokv/audiokv.hpp>
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/earlier_floor.hpp"
 #include "common/state_digest.hpp"
 #include "common/stream.hpp"
 
@@ -77,7 +78,13 @@ std::vector<digest_case> cases() {
   audiokv_config a;
   a.budget = 600;
   a.num_speakers = 3;
-  // The library's default floor: the audio from the frontier on is covered first.
+  // The library's default floor: the segment floor, with the stride's age profile behind the
+  // frontier.
+  out.push_back(
+      {"observe_3_speakers_segment_floor", a, feed::observe, 12000, 0xcab0612ec6e74f6aull});
+  out.push_back({"group_max_segment_floor", a, feed::group_max, 8000, 0xb55728464e0a4d9aull});
+  // The segment_ms floor, frontier first, the default before the segment floor.
+  test::use_segment_ms_floor(a.speech);
   out.push_back(
       {"observe_3_speakers_frontier_first", a, feed::observe, 12000, 0x858bc12b638c5d0bull});
   out.push_back({"group_mean_frontier_first", a, feed::group_mean, 8000, 0xb5bab037fc903c1eull});

@@ -470,14 +470,17 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       [](audiokv_config& c) { c.speech.coverage.share = 0.9f; },
       [](audiokv_config& c) { c.speech.coverage.silence_weight = 0.3f; },
       [](audiokv_config& c) { c.speech.coverage.centre_band = 0.5f; },
-      [](audiokv_config& c) { c.speech.coverage.segment_cells = 1; },
+      [](audiokv_config& c) { c.speech.coverage.segment_cells = 2; },
       [](audiokv_config& c) { c.speech.frontier.enabled = false; },
       [](audiokv_config& c) { c.speech.frontier.estimate = false; },
       [](audiokv_config& c) { c.speech.frontier.filter = 7; },
       [](audiokv_config& c) { c.speech.frontier.lookback_ms = 900.0f; },
       [](audiokv_config& c) { c.speech.frontier.past_density = 0.3f; },
-      [](audiokv_config& c) { c.speech.frontier.past_decay_ms = 2000.0f; },
-      [](audiokv_config& c) { c.speech.frontier.past_decay_floor = 1.0f; },
+      [](audiokv_config& c) {
+        c.speech.frontier.past_decay_floor = 0.0f;
+        c.speech.frontier.past_decay_ms = 2000.0f;
+      },
+      [](audiokv_config& c) { c.speech.frontier.past_decay_floor = 2.0f; },
       [](audiokv_config& c) { c.speech.frontier.frontier_density = 0.25f; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {

@@ -317,6 +317,8 @@ TEST(SpeechRulesEquivalence, ApplySpeechRulesMatchesTheFrozenCopyBitForBit) {
         pick(g, {0.0f, 1000.0f, 35.0f, static_cast<float>(unit(g) * 1e4)});
     config.frontier.past_density = pick(g, {0.0f, 1.0f, 0.25f, static_cast<float>(unit(g))});
     config.frontier.frontier_density = 0.0f;  // the frozen copy has one floor over all time
+    config.coverage.segment_cells = 0;        // and the segment_ms floor, no age decay
+    config.frontier.past_decay_floor = 0.0f;
     const float frame_ms = pick(g, {10.0f, 20.0f, 1.0f, 7.3f, 40.0f});
     audiokv::alignment_frontier frontier;
     if (chance(g, 0.35)) {

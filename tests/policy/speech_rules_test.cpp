@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/earlier_floor.hpp"
 #include "common/stream.hpp"
 
 namespace {
@@ -146,6 +147,7 @@ TEST(SpeechRules, ScoresBecomeTierThenRank) {
   config.coverage.share = 0.5f;        // floor(0.5 * (5 - 1)) = 2 sub-spans: [0, 4), [4, 8)
   config.frontier.lookback_ms = 0.0f;
   config.frontier.frontier_density = 0.0f;  // one floor over all time
+  test::use_segment_ms_floor(config);
   alignment_frontier frontier;
   frontier.set_position(6);
   ASSERT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
@@ -260,36 +262,39 @@ TEST(SpeechRules, DefaultCacheCoversTheWholeClipInOneShot) {
   EXPECT_GT(largest_gap_after_one_shot(config), 100);
 }
 
-// The default floor is frontier first at 0.5 cells per frame: with the frontier at 600 (dense from
-// 550), the 450 frames from 550 take up to 225 floor cells and the past only what is left over.
-// A budget of 200 keeps (nearly) all of them from 550 on, a budget of 300 about 225 there (the
-// cap) and the rest before; a few recent cells are protected and count wherever they lie. The
-// one floor over all time kept 47 of 200 before 550 (the test below).
-TEST(SpeechRules, DefaultFloorCoversTheFrontierFirst) {
-  EXPECT_EQ(alignment_frontier_config{}.frontier_density, 0.5f);
-  for (const std::int32_t budget : {200, 300}) {
-    audiokv_config config;
-    config.budget = budget;
-    config.capacity = 1000;
-    config.frame_ms = 20.0f;
-    config.speech.sinks.enabled = false;
-    tiered_cache<> cache(config);
-    const auto f = test::frames(0, 1000);
-    cache.append(f.data(), 1000);
-    cache.set_alignment_position(600);
-    eviction_plan plan;
-    cache.plan_to(budget, plan);
-    cache.apply(plan);
-    std::int32_t from_frontier = 0;
-    for (std::int32_t j = 0; j < cache.num_cells(); ++j)
-      from_frontier += cache.positions()[j] >= 550;
-    EXPECT_EQ(cache.num_cells(), budget);
-    if (budget == 200) {
-      EXPECT_GE(from_frontier, 195);
-    } else {
-      EXPECT_NEAR(from_frontier, 225, 5);
-    }
+// The default floor is the segment floor with the stride's age profile behind the frontier
+// (past density 0, decay T = 1 x the floor's F cells). The newest min_retention_ms (200 ms, 10
+// frames) are protected outside the floor, so F = 190. With the frontier at 600 (dense from 550)
+// a frame a frames before 550 weighs exp(-a / 190), one from 550 on weighs 1, and each stretch
+// keeps F x (its weight / all weight) cells: [0, 275) 190 (e^-1.447 - e^-2.895) = 34.2,
+// [275, 550) 190 (1 - e^-1.447) = 145.3, [550, 1000) 450, of 629.5: 10.3, 43.9 and 135.8 cells,
+// plus the 10 protected ones.
+TEST(SpeechRules, DefaultFloorKeepsTheStridesAgeProfileBehindTheFrontier) {
+  const speech_rules_config defaults;
+  EXPECT_EQ(defaults.coverage.segment_cells, 1);
+  EXPECT_EQ(defaults.frontier.past_density, 0.0f);
+  EXPECT_EQ(defaults.frontier.past_decay_floor, 1.0f);
+  audiokv_config config;
+  config.budget = 200;
+  config.capacity = 1000;
+  config.frame_ms = 20.0f;
+  config.speech.sinks.enabled = false;
+  tiered_cache<> cache(config);
+  const auto f = test::frames(0, 1000);
+  cache.append(f.data(), 1000);
+  cache.set_alignment_position(600);
+  eviction_plan plan;
+  cache.plan_to(200, plan);
+  cache.apply(plan);
+  std::int32_t old_past = 0, recent_past = 0, ahead = 0;
+  for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
+    const std::int32_t p = cache.positions()[j];
+    (p < 275 ? old_past : p < 550 ? recent_past : ahead)++;
   }
+  EXPECT_EQ(cache.num_cells(), 200);
+  EXPECT_NEAR(old_past, 10, 2);
+  EXPECT_NEAR(recent_past, 44, 2);
+  EXPECT_NEAR(ahead, 146, 2);
 }
 
 // With the frontier at 600, frames before 600 - 50 are covered at past_density (0.25) of the
@@ -302,6 +307,7 @@ TEST(SpeechRules, FramesBehindTheFrontierThinToAStridedPast) {
   config.speech.sinks.enabled = false;
   config.speech.coverage.share = 1.0f;
   config.speech.frontier.frontier_density = 0.0f;  // one floor over all time
+  test::use_segment_ms_floor(config.speech);
   tiered_cache<> cache(config);
   const auto f = test::frames(0, 1000);
   cache.append(f.data(), 1000);
@@ -422,7 +428,7 @@ std::vector<std::int32_t> floor_cells(std::int32_t keep, float frontier_density,
   config.coverage.segment_ms = 100.0f;
   config.coverage.share = 1.0f;
   config.frontier.lookback_ms = 50.0f;
-  config.frontier.past_density = past_density;
+  test::use_segment_ms_floor(config, past_density);
   config.frontier.frontier_density = frontier_density;
   alignment_frontier frontier;
   frontier.set_position(15);

@@ -17,6 +17,7 @@
 #include <set>
 #include <vector>
 
+#include "common/earlier_floor.hpp"
 #include "common/state_digest.hpp"
 #include "common/stream.hpp"
 
@@ -141,10 +142,11 @@ std::uint64_t shared_digest(const audiokv_config& config, std::int64_t frames,
 
 TEST(SharedFrames, GoldenDigestsHoldWhileOtherHeadsShareTheTable) {
   // The expected values are golden_digest_test's, recorded before frame tables existed (with the
-  // one coverage floor over all time of that code).
+  // one coverage floor over all time of that code: the segment_ms floor, frontier_density 0).
   audiokv_config a;
   a.budget = 600;
   a.num_speakers = 3;
+  test::use_segment_ms_floor(a.speech);
   a.speech.frontier.frontier_density = 0.0f;
   std::int32_t peak = 0;
   EXPECT_EQ(shared_digest(a, 12000, 3, 256, peak), 0x24626446f79d16baull);

@@ -33,8 +33,10 @@ struct alignment_frontier_config {
   /// still reaches about a word back while it emits a word).
   float lookback_ms = 1000.0f;
   /// Relative time density of the coverage floor behind frontier - lookback_ms: 1 keeps the
-  /// past as densely covered as the audio ahead, 0 leaves it to the scores alone.
-  float past_density = 0.25f;
+  /// past as densely covered as the audio ahead, 0 leaves it to the scores alone (with
+  /// past_decay_floor, only the decay's profile covers the past). 0 was chosen with the segment
+  /// floor on the wide dev splits (benchmarks/results/quality_dev_wide_round3.md).
+  float past_density = 0.0f;
   /// Age decay of the past's density (0: off, a constant past_density): a frame a frames behind
   /// frontier - lookback_ms counts at past_density + (1 - past_density) / (1 + a / T), T =
   /// ceil(past_decay_ms / frame_ms), the harmonic profile a uniform stride leaves behind when it
@@ -45,8 +47,9 @@ struct alignment_frontier_config {
   /// F the coverage floor's cells. With F = B cells a uniform stride applied again at every
   /// chunk of a stream leaves the density exp(-age / B) (each chunk of c frames keeps B / (B +
   /// c) of every stretch), so 1 is that stride's profile, measured from the frontier. Cannot be
-  /// combined with past_decay_ms.
-  float past_decay_floor = 0.0f;
+  /// combined with past_decay_ms. 1 was chosen on the wide dev splits
+  /// (benchmarks/results/quality_dev_wide_round3.md) against 2 and no decay.
+  float past_decay_floor = 1.0f;
   /// Frontier-first floor (0: off, one floor over all time): the coverage floor first covers
   /// [frontier - lookback_ms, newest] with at most frontier_density cells per frame (at most
   /// the whole floor), and only the floor cells left over are spread over the past by its

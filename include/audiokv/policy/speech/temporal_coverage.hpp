@@ -40,8 +40,9 @@ struct temporal_coverage_config {
   /// score inside it (segment_ms, centre_band and the frontier-first floor are then unused;
   /// the frontier's weights, past density and decay, still shape time). At 1 this is a stride
   /// whose representative is the most important frame of its window. In [0,
-  /// core::max_segment_cells].
-  std::int32_t segment_cells = 0;
+  /// core::max_segment_cells]. 1 was chosen on the wide dev splits
+  /// (benchmarks/results/quality_dev_wide_round3.md) against the segment_ms floor.
+  std::int32_t segment_cells = 1;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
