@@ -69,6 +69,7 @@ struct options {
   // --text-frame audio: text tokens carry no frame_flag_text (the speech rules treat them as
   // audio frames, as before the flag existed); the adapter's default is text.
   bool text_as_audio = false;
+  audiokv::eviction_rule eviction = audiokv::llama_cpp_config{}.eviction;
 };
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -117,7 +118,7 @@ void usage() {
                "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N] [--tag STR]\n"
                "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n"
                "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F]\n"
-               "  [--text-frame text|audio]\n");
+               "  [--text-frame text|audio] [--eviction budget|trigger]\n");
 }
 
 options parse(int argc, char** argv) {
@@ -167,7 +168,12 @@ options parse(int argc, char** argv) {
       o.layer_reduce = parse_reduce(value());
     else if (a == "--audiokv-set")
       parse_audiokv_set(value(), o.audiokv);
-    else if (a == "--text-frame") {
+    else if (a == "--eviction") {
+      const std::string v = value();
+      if (v != "budget" && v != "trigger")
+        throw std::runtime_error("--eviction: budget or trigger");
+      o.eviction = v == "budget" ? audiokv::eviction_rule::budget : audiokv::eviction_rule::trigger;
+    } else if (a == "--text-frame") {
       const std::string v = value();
       if (v != "text" && v != "audio") throw std::runtime_error("--text-frame: text or audio");
       o.text_as_audio = v == "audio";
@@ -342,6 +348,7 @@ class runner {
       c.head_reduce = o.head_reduce;
       c.layer_reduce = o.layer_reduce;
       if (o.text_as_audio) c.text_frame.flags = audiokv::frame_flag_none;
+      c.eviction = o.eviction;
       adapter_ = std::make_unique<audiokv::llama_cpp_adapter>(model, p, c);
       audiokv::policy_options po;
       po.audiokv = o.audiokv;

@@ -464,6 +464,37 @@ TEST_F(LlamaCpp, CompressOnce) {
   ASSERT_EQ(adapter.decode(b.fill(tokens.data(), 1, 150)), 0);
 }
 
+// Budget 48, capacity 64, chunks of 16. The default rule holds every policy at its budget after
+// each evict(); the trigger rule lets AudioKV evict once it reaches 90% of it (44 cells), to
+// below that (by its ratio further), so it holds fewer.
+TEST_F(LlamaCpp, EvictionRuleBudgetHoldsThePolicyAtItsBudget) {
+  EXPECT_EQ(audiokv::llama_cpp_config{}.eviction, audiokv::eviction_rule::budget);
+  const auto tokens = random_tokens(160, 17);
+  for (const auto rule : {audiokv::eviction_rule::budget, audiokv::eviction_rule::trigger}) {
+    audiokv::llama_cpp_config config;
+    config.eviction = rule;
+    audiokv::llama_cpp_adapter adapter(model_, params(256), config);
+    adapter.add_sequence(0, "audiokv", options(48, 64));
+    batch_holder b(64);
+    int most_after_eviction = 0;
+    for (int g = 0; g < 160; g += 16) {
+      ASSERT_EQ(adapter.decode(b.fill(tokens.data() + g, 16, g)), 0);
+      if (adapter.evict(0) > 0)
+        most_after_eviction = std::max(most_after_eviction, adapter.policy(0).num_cells());
+      EXPECT_LE(adapter.policy(0).num_cells(), 48);
+    }
+    if (rule == audiokv::eviction_rule::budget) {
+      EXPECT_EQ(most_after_eviction, 48);
+    } else {
+      EXPECT_GT(most_after_eviction, 0);
+      EXPECT_LE(most_after_eviction, 43);
+    }
+  }
+  audiokv::llama_cpp_config bad;
+  bad.eviction = static_cast<audiokv::eviction_rule>(7);
+  EXPECT_THROW(audiokv::llama_cpp_adapter(model_, params(256), bad), audiokv::error);
+}
+
 // ---- models the adapter does not govern ----
 
 TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {

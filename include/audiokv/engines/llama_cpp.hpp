@@ -17,8 +17,9 @@
 ///  - Policy. One eviction_policy per sequence (any make_policy() name). After the decode
 ///    each token is appended (position, and the frame metadata of an audio span when the
 ///    engine marked one) and observes its attention row over the policy's cells.
-///  - Eviction. evict() plans when the policy's trigger fires and removes the evicted
-///    positions with llama_memory_seq_rm, one call per run of consecutive cached positions.
+///  - Eviction. evict() plans when the sequence holds more than its policy's budget (or, with
+///    llama_cpp_config::eviction = trigger, when the policy's trigger fires) and removes the
+///    evicted positions with llama_memory_seq_rm, one call per run of consecutive cached positions.
 ///    Positions never change (no seq_add). The newest position is never removed: llama.cpp
 ///    requires the next batch to start at seq_pos_max + 1, so when a plan drops the newest
 ///    cell, the cell leaves the policy at once and llama.cpp's cache after the next decode.
@@ -241,16 +242,23 @@ class llama_cpp_adapter {
     return 0;
   }
 
-  /// @brief When `seq`'s policy wants an eviction: plan(), remove the evicted positions from
-  /// the context (llama_memory_seq_rm per run of consecutive cached positions) and apply().
-  /// No allocation (the plan and range list are reserved).
-  /// @return the number of cells evicted (0 when the trigger did not fire).
+  /// @brief When `seq` holds more cells than its policy's budget (llama_cpp_config::eviction
+  /// budget: plan_to(budget)) or its policy's trigger fires (trigger: plan()), plans, removes
+  /// the evicted positions from the context (llama_memory_seq_rm per run of consecutive cached
+  /// positions) and apply(). No allocation (the plan and range list are reserved).
+  /// @return the number of cells evicted (0 when there was nothing to evict).
   /// @throws audiokv::error naming "seq" when it is not managed.
   std::int32_t evict(llama_seq_id seq) {
     sequence& s = require(seq, "llama_cpp_adapter::evict");
-    if (!s.policy->wants_eviction()) return 0;
+    const bool by_budget = config_.eviction == eviction_rule::budget;
+    if (by_budget ? s.policy->num_cells() <= s.policy->budget() : !s.policy->wants_eviction())
+      return 0;
     const auto t0 = clock::now();
-    s.policy->plan(s.plan);
+    if (by_budget) {
+      s.policy->plan_to(s.policy->budget(), s.plan);
+    } else {
+      s.policy->plan(s.plan);
+    }
     timings_.plan += seconds(t0, clock::now());
     return carry_out(s);
   }

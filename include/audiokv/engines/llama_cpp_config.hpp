@@ -20,7 +20,19 @@ enum class score_reduce : std::uint8_t {
   max = 1    ///< the largest probability (a cell one head relies on counts in full)
 };
 
-/// @brief What the adapter captures and how it reduces it.
+/// When llama_cpp_adapter::evict() evicts.
+enum class eviction_rule : std::uint8_t {
+  /// Whenever the sequence holds more cells than its policy's budget, down to the budget
+  /// (plan_to(budget)): after every evict() each policy holds at most its budget, so policies
+  /// compared at one budget hold the same memory.
+  budget = 0,
+  /// When the policy's own trigger fires (plan()): AudioKV evicts at config.trigger (90%) of
+  /// its budget, below it by its entropy-driven ratio, so it holds fewer cells than its budget
+  /// on average; a baseline evicts above its budget, to it (the same as `budget`).
+  trigger = 1
+};
+
+/// @brief What the adapter captures and how it reduces it, and when it evicts.
 struct llama_cpp_config {
   /// Layers whose attention probabilities score the cells; empty: every layer.
   std::vector<std::int32_t> layers;
@@ -36,6 +48,10 @@ struct llama_cpp_config {
   /// cells to their scores (a text-only stream is ranked by attention alone). Its `pos` is
   /// ignored.
   frame_meta text_frame{0, 0, 1.0f, frame_flag_text, 0.0f};
+  /// When evict() evicts. budget: chosen on the dev text (Exodus 3-14, 1024 tokens, AudioKV at
+  /// 128 cells: perplexity 17.64 against 18.18 with the trigger, which held 8-9% fewer cells;
+  /// benchmarks/results/llm_dev_text.jsonl).
+  eviction_rule eviction = eviction_rule::budget;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(std::int32_t n_layer) const {
@@ -57,6 +73,8 @@ struct llama_cpp_config {
                     "config.layer_reduce", static_cast<int>(layer_reduce), "must be mean or max");
     AUDIOKV_REQUIRE(text_frame.voice >= 0.0f && text_frame.voice <= 1.0f, where,
                     "config.text_frame.voice", text_frame.voice, "must be in [0, 1]");
+    AUDIOKV_REQUIRE(eviction == eviction_rule::budget || eviction == eviction_rule::trigger, where,
+                    "config.eviction", static_cast<int>(eviction), "must be budget or trigger");
     AUDIOKV_REQUIRE(text_frame.speaker >= 0, where, "config.text_frame.speaker", text_frame.speaker,
                     "must be >= 0");
   }
@@ -80,6 +98,7 @@ struct llama_cpp_timings {
 }  // namespace audiokv::engines
 
 namespace audiokv {
+using engines::eviction_rule;
 using engines::llama_cpp_config;
 using engines::llama_cpp_timings;
 using engines::score_reduce;
