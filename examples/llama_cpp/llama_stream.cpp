@@ -385,7 +385,7 @@ class runner {
     cells_ += n;
     note_cells();
   }
-  // Evicts when the policy asks.
+  // The adapter's evict(): to the budget (or at the policy's trigger, --eviction trigger).
   void evict() {
     if (!adapter_) return;
     adapter_->evict(0);
