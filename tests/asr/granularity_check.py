@@ -5,7 +5,8 @@
 1. Per head (the default, and --granularity head) decodes the same tokens as the recorded
    golden file (tests/asr/golden_builtin_head.json, made by asr_whisper before per-layer plans
    existed): full cache, audiokv and snapkv at 40% and 20%, audiokv with --merge 1 at 20%;
-   AudioKV with the coverage floor it had then (--frontier-density 0, one floor over all time).
+   AudioKV with the coverage floor it had then (--frontier-density 0 --segment-cells 0
+   --past-density 0.25 --past-decay-floor 0: one segment_ms floor over all time).
 2. --granularity layer and layer-mean run and keep the same fraction of cells as per head
    (every head ends at its budget).
 The golden tokens hold for the numerics they were recorded with: when the full-cache tokens
