@@ -81,8 +81,9 @@ inline void speech_scale_sums(const float* const* scores, const std::int32_t* n,
 /// sinks)) cells (placed by core::mark_segment_floor when coverage.segment_cells > 0: segments
 /// sized by the budget, each keeping its best cells); with a known frontier f, positions before
 /// f - ceil(lookback_ms / frame_ms)
-/// count at past_density in the floor (decaying with age when frontier.past_decay_ms > 0; the
-/// positions from f - lookback on are covered first when frontier.frontier_density > 0), floor
+/// count at past_density in the floor (decaying with age when frontier.past_decay_ms > 0 or
+/// frontier.past_decay_floor > 0, the default; with segment_cells 0 the positions from
+/// f - lookback on are covered first when frontier.frontier_density > 0), floor
 /// cells after f are chosen by position only, and
 /// cells from f - lookback on that are neither sinks nor floor form the `ahead` tier. The
 /// frontier is the engine's position when it gave one; else, when frontier.estimate, the
