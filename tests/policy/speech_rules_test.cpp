@@ -262,6 +262,26 @@ TEST(SpeechRules, DefaultCacheCoversTheWholeClipInOneShot) {
   EXPECT_GT(largest_gap_after_one_shot(config), 100);
 }
 
+/// Positions a one-shot plan to 200 cells keeps of 1000 frames of 20 ms (no attention observed,
+/// no sinks) with the engine's frontier at 600, under `speech` (the rest of the configuration
+/// is the default).
+std::vector<std::int32_t> kept_with_frontier_at_600(const speech_rules_config& speech) {
+  audiokv_config config;
+  config.budget = 200;
+  config.capacity = 1000;
+  config.frame_ms = 20.0f;
+  config.speech = speech;
+  config.speech.sinks.enabled = false;
+  tiered_cache<> cache(config);
+  const auto f = test::frames(0, 1000);
+  cache.append(f.data(), 1000);
+  cache.set_alignment_position(600);
+  eviction_plan plan;
+  cache.plan_to(200, plan);
+  cache.apply(plan);
+  return {cache.positions(), cache.positions() + cache.num_cells()};
+}
+
 // The default floor is the segment floor with the stride's age profile behind the frontier
 // (past density 0, decay T = 1 x the floor's F cells). The newest min_retention_ms (200 ms, 10
 // frames) are protected outside the floor, so F = 190. With the frontier at 600 (dense from 550)
@@ -274,24 +294,10 @@ TEST(SpeechRules, DefaultFloorKeepsTheStridesAgeProfileBehindTheFrontier) {
   EXPECT_EQ(defaults.coverage.segment_cells, 1);
   EXPECT_EQ(defaults.frontier.past_density, 0.0f);
   EXPECT_EQ(defaults.frontier.past_decay_floor, 1.0f);
-  audiokv_config config;
-  config.budget = 200;
-  config.capacity = 1000;
-  config.frame_ms = 20.0f;
-  config.speech.sinks.enabled = false;
-  tiered_cache<> cache(config);
-  const auto f = test::frames(0, 1000);
-  cache.append(f.data(), 1000);
-  cache.set_alignment_position(600);
-  eviction_plan plan;
-  cache.plan_to(200, plan);
-  cache.apply(plan);
+  const auto kept = kept_with_frontier_at_600(defaults);
   std::int32_t old_past = 0, recent_past = 0, ahead = 0;
-  for (std::int32_t j = 0; j < cache.num_cells(); ++j) {
-    const std::int32_t p = cache.positions()[j];
-    (p < 275 ? old_past : p < 550 ? recent_past : ahead)++;
-  }
-  EXPECT_EQ(cache.num_cells(), 200);
+  for (const std::int32_t p : kept) (p < 275 ? old_past : p < 550 ? recent_past : ahead)++;
+  EXPECT_EQ(kept.size(), 200u);
   EXPECT_NEAR(old_past, 10, 2);
   EXPECT_NEAR(recent_past, 44, 2);
   EXPECT_NEAR(ahead, 146, 2);
@@ -300,24 +306,12 @@ TEST(SpeechRules, DefaultFloorKeepsTheStridesAgeProfileBehindTheFrontier) {
 // With the frontier at 600, frames before 600 - 50 are covered at past_density (0.25) of the
 // density ahead.
 TEST(SpeechRules, FramesBehindTheFrontierThinToAStridedPast) {
-  audiokv_config config;
-  config.budget = 200;
-  config.capacity = 1000;
-  config.frame_ms = 20.0f;
-  config.speech.sinks.enabled = false;
-  config.speech.coverage.share = 1.0f;
-  config.speech.frontier.frontier_density = 0.0f;  // one floor over all time
-  test::use_segment_ms_floor(config.speech);
-  tiered_cache<> cache(config);
-  const auto f = test::frames(0, 1000);
-  cache.append(f.data(), 1000);
-  cache.set_alignment_position(600);
-  eviction_plan plan;
-  cache.plan_to(200, plan);
-  cache.apply(plan);
+  speech_rules_config speech;
+  speech.coverage.share = 1.0f;
+  speech.frontier.frontier_density = 0.0f;  // one floor over all time
+  test::use_segment_ms_floor(speech);
   std::int32_t past = 0, ahead = 0;
-  for (std::int32_t j = 0; j < cache.num_cells(); ++j)
-    (cache.positions()[j] < 550 ? past : ahead)++;
+  for (const std::int32_t p : kept_with_frontier_at_600(speech)) (p < 550 ? past : ahead)++;
   // Weighted time: 550 * 0.25 + 450 = 587.5; floor cells ~ 200 * 137.5 / 587.5 = 47 behind.
   EXPECT_NEAR(past, 47, 3);
   EXPECT_NEAR(ahead, 153, 3);
