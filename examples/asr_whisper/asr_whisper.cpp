@@ -175,6 +175,9 @@ void usage(std::ostream& os) {
         "                  lies more than N frames past the first span's (default 0)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
         "                  would hold back ends the output (default 1)\n"
+        "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
+        "                  recompute the decoder's earlier rows over the frames revealed\n"
+        "                  by then and decide the step again (default 1)\n"
         "  --voice-gate 0|1  streaming: emit no token before --align-frames frames past the\n"
         "                  first voiced frame (energy VAD) are revealed (default 1)\n"
         "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
@@ -485,6 +488,8 @@ int run(int argc, char** argv) {
       o.stream.repeat_stop = parse_int(next(), "--repeat-stop") != 0;
     else if (a == "--repeat-advance")
       o.stream.repeat_advance = parse_int(next(), "--repeat-advance");
+    else if (a == "--refresh-on-hold")
+      o.stream.refresh_on_hold = parse_int(next(), "--refresh-on-hold") != 0;
     else if (a == "--end-stop")
       o.stream.end_stop = parse_int(next(), "--end-stop") != 0;
     else if (a == "--voice-gate")
@@ -719,7 +724,8 @@ int run(int argc, char** argv) {
            << ",\"mean_dense_kv_bytes\":" << fmt(r.mean_dense_kv_bytes, 0) << ",\"peak_kv_bytes\":"
            << r.peak_cells * 2L * model.head_dim() * static_cast<long>(sizeof(float))
            << ",\"reveals\":" << r.reveals << ",\"rows_moved\":" << r.rows_moved
-           << ",\"evicting_moves\":" << r.evicting_moves << ",\"attention_rel_error\":"
+           << ",\"evicting_moves\":" << r.evicting_moves << ",\"refreshes\":" << r.refreshes
+           << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

@@ -46,6 +46,8 @@ struct decode_result {
   long rows_moved = 0;
   /// Move maps that evicted at least one cell, over all (layer, head).
   int evicting_moves = 0;
+  /// Streaming: refreshes of the decoder's earlier rows (streaming_options::refresh_on_hold).
+  int refreshes = 0;
 };
 
 /// @brief The streaming protocol's settings (whisper_decoder::decode_streaming).
@@ -81,6 +83,15 @@ struct streaming_options {
   /// where the alignment has not moved on is a loop (Whisper base otherwise loops to the token
   /// limit on some clips; masking the repeat only starts another loop).
   bool end_stop = true;
+  /// Refresh on hold: before the repeat stop holds a token back (or the end stop ends the
+  /// output), the decoder's self-attention rows of every earlier position are recomputed over
+  /// the frames revealed by then (inputs forced, no hook observing), once per revealed count,
+  /// and the step is decided again. Those rows were computed when less audio was revealed; a
+  /// decoder that repeats itself there is often repeating what they assumed, not the audio.
+  /// Chosen on the wide dev sets (Whisper base, full cache, streaming minus offline WER): gap
+  /// +10.83 to +3.08 points (Asterisk) and +6.37 to +4.48 (voices); tiny.en's full-cache
+  /// transcripts unchanged.
+  bool refresh_on_hold = true;
 };
 
 /// True when `tokens` + `next` ends in two equal spans of k <= 8 tokens and `peak` does not lie
@@ -186,7 +197,7 @@ class whisper_decoder {
 
     // One decoder forward pass at position `step` for input `token`; the hooks see every
     // (layer, head). Leaves the last layer's output in x and the alignment peaks in `peaks`.
-    auto forward = [&](int step, int32_t token, bool is_prompt) {
+    auto forward = [&](int step, int32_t token, bool is_prompt, bool observed = true) {
       peaks.clear();
       x = w.tok_emb.row(token);
       if (w.scale_embeddings) x *= std::sqrt(static_cast<float>(d));
@@ -249,6 +260,7 @@ class whisper_decoder {
                 l, h)[std::max_element(scores.data(), scores.data() + n_kv) - scores.data()]);
           }
 
+          if (!observed) continue;
           step_view sv;
           sv.cache = cache.view(l, h);
           sv.step = step;
@@ -258,7 +270,7 @@ class whisper_decoder {
           move_to.clear();
           if (hook.on_step(sv, move_to)) move(l, h);
         }
-        for (int h = 0; h < H; ++h) {
+        for (int h = 0; h < H && observed; ++h) {
           move_to.clear();
           if (hook.on_layer_step(l, h, move_to)) move(l, h);
         }
@@ -297,6 +309,17 @@ class whisper_decoder {
         }
       }
     }
+    // Refresh: positions 0..step-1 recomputed with their inputs (prompt, then emitted tokens).
+    int refreshed_at = -1;  // cache.visible() at the last refresh
+    auto refresh = [&](int step) {
+      refreshed_at = cache.visible();
+      ++res.refreshes;
+      for (int s = 0; s < step; ++s) {
+        const int32_t in = s < prompt_len ? prompt[static_cast<size_t>(s)]
+                                          : res.tokens[static_cast<size_t>(s - prompt_len)];
+        forward(s, in, s < prompt_len - 1, false);
+      }
+    };
     int32_t token = prompt[0];
     int furthest_peak = 0;         // streaming: the furthest alignment peak of an emitted token
     int emitted_peak = 0;          // streaming: the alignment peak of the token being emitted
@@ -323,6 +346,10 @@ class whisper_decoder {
             stream->repeat_stop && best != m.eot &&
             repeats_without_progress(res.tokens, token_peaks, static_cast<int32_t>(best), peak,
                                      stream->repeat_advance);
+        if (stuck && stream->refresh_on_hold && refreshed_at != cache.visible()) {
+          refresh(step);
+          continue;
+        }
         if (cache.visible() >= cache.capacity()) {
           if (stuck && stream->end_stop) best = m.eot;
           emitted_peak = peak;
