@@ -58,6 +58,12 @@ for suite in "$@"; do
         --tag "text frames, recent 64" >/dev/null
       run dev_text "${narrative[@]}" --policies streaming_llm,h2o,tova --budgets 128,256,512 \
         --tag baseline >/dev/null
+      run dev_text "${narrative[@]}" --policies audiokv --budgets 128,256,512 \
+        --audiokv-set smooth_text=0 --tag "text unsmoothed" >/dev/null
+      run dev_text "${narrative[@]}" --policies audiokv --budgets 128,256,512 \
+        --audiokv-set smooth_text=0,recent=64 --tag "text unsmoothed, recent 64" >/dev/null
+      run dev_text "${narrative[@]}" --policies audiokv --budgets 512 \
+        --audiokv-set smooth_text=0,recent=192 --tag "text unsmoothed, recent 192" >/dev/null
       finish dev_text ;;
     ppl_ref)
       run ppl_ref --text "$test_text" --task ppl --policies full,context_shift \

@@ -99,6 +99,8 @@ void parse_audiokv_set(const std::string& list, audiokv::audiokv_config& c) {
       c.min_retention_ms = static_cast<float>(v) * c.frame_ms;
     else if (key == "trigger")
       c.trigger = static_cast<float>(v);
+    else if (key == "smooth_text")
+      c.smooth_text = v != 0.0;
     else
       throw std::runtime_error("--audiokv-set: unknown key " + key);
   }
@@ -117,7 +119,8 @@ void usage() {
                "  [--max-tokens N] [--threads N] [--json] [--chunk N] [--gen N] [--segment N]\n"
                "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N] [--tag STR]\n"
                "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n"
-               "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F]\n"
+               "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F,\n"
+               "                 smooth_text=0|1]\n"
                "  [--text-frame text|audio] [--eviction budget|trigger]\n");
 }
 

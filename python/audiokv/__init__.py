@@ -206,7 +206,7 @@ def _copy_config(config: _ext.AudioKVConfig) -> AudioKVConfig:
 
 _CONFIG_FIELDS_ALL = {
     "budget", "capacity", "split", "trigger", "alpha", "neighbour_prior", "evaluation_share",
-    "base_rate", "lambda_", "voice_weight", "boundary_radius", "boundary_horizon_ms",
+    "smooth_text", "base_rate", "lambda_", "voice_weight", "boundary_radius", "boundary_horizon_ms",
     "min_retention_ms", "frame_ms", "num_speakers", "baseline_rate", "drift_window",
     "drift_factor", "prior_mode", "prefetch",
 }  # fmt: skip

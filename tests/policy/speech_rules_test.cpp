@@ -657,3 +657,61 @@ TEST(SpeechRules, TextStreamPlansAsWithoutCoverageAndFrontier) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace audiokv;
+
+// Without config.smooth_text a text cell's smoothed score is its importance over its speaker's
+// baseline: a text stream plans exactly as a cache whose pipeline is speaker normalisation
+// alone; the default (median and trend mixing neighbouring tokens) plans its first eviction
+// otherwise.
+TEST(SpeechRules, UnsmoothedTextPlansAsSpeakerNormalisationAlone) {
+  audiokv_config smoothed;
+  smoothed.budget = 64;
+  smoothed.capacity = 80;
+  audiokv_config unsmoothed = smoothed;
+  unsmoothed.smooth_text = false;
+  tiered_cache<> text_cache(unsmoothed), default_cache(smoothed);
+  tiered_cache<smoothing_pipeline<speaker_norm_stage>> norm_cache(smoothed);
+  std::uint32_t state = 777u;
+  std::vector<float> attention;
+  eviction_plan a, b;
+  std::int32_t plans = 0;
+  for (std::int32_t step = 0; step < 400; ++step) {
+    frame_meta f;
+    f.pos = step;
+    f.flags = frame_flag_text;
+    text_cache.append(&f, 1);
+    norm_cache.append(&f, 1);
+    if (plans == 0) default_cache.append(&f, 1);
+    const std::int32_t cells = text_cache.num_cells();
+    attention.assign(static_cast<std::size_t>(cells), 0.0f);
+    float sum = 0.0f;
+    for (auto& p : attention) {
+      state = state * 1664525u + 1013904223u;
+      const float u = static_cast<float>(state >> 8) / 16777216.0f;
+      p = u * u * u + 1e-3f;  // a few tokens draw most of the attention
+      sum += p;
+    }
+    for (auto& p : attention) p /= sum;
+    text_cache.observe(attention.data(), cells);
+    norm_cache.observe(attention.data(), cells);
+    if (plans == 0) default_cache.observe(attention.data(), cells);
+    if (!text_cache.wants_eviction()) continue;
+    ASSERT_TRUE(norm_cache.wants_eviction()) << step;
+    text_cache.plan(a);
+    norm_cache.plan(b);
+    ASSERT_EQ(a.evict, b.evict) << step;
+    if (plans++ == 0) {
+      eviction_plan c;
+      default_cache.plan(c);
+      EXPECT_NE(a.evict, c.evict) << "the smoothing made no difference to the first plan";
+    }
+    text_cache.apply(a);
+    norm_cache.apply(b);
+  }
+  EXPECT_GT(plans, 5);
+}
+
+}  // namespace

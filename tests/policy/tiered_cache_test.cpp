@@ -549,8 +549,8 @@ void expect_same_plan(const eviction_plan& a, const eviction_plan& b, std::size_
 
 // Eleven caches of one layer (two planning groups), each with its own attention and history:
 // different cell counts at the trigger and past it, one below the trigger, one listed twice,
-// one with other trend parameters, one with an evaluation share. plan_heads() must write what
-// plan() of each writes.
+// one with other trend parameters, one with an evaluation share, one with text cells left
+// unsmoothed. plan_heads() must write what plan() of each writes.
 TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
   audiokv_config config;  // defaults: speech rules on
   config.budget = 400;
@@ -560,6 +560,7 @@ TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
   for (int h = 0; h < 10; ++h) {
     audiokv_config c = config;
     if (h == 6) c.evaluation_share = 0.5f;
+    if (h == 7) c.smooth_text = false;
     caches.emplace_back(c, h == 4 ? other_trend : default_pipeline{});
   }
   std::uint32_t seed = 99;
@@ -575,7 +576,10 @@ TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
     // Two evictions, then fill to the trigger plus h cells (head 9: stays below it).
     for (int evictions = 0; evictions < 2;) {
       auto f = frames(pos, 7);
-      for (auto& fr : f) fr.flags = fr.pos % 13 == 0 ? frame_flag_phoneme_boundary : 0;
+      for (auto& fr : f) {
+        fr.flags = fr.pos % 13 == 0 ? frame_flag_phoneme_boundary : 0;
+        if (h == 7 && fr.pos % 3 != 0) fr.flags = frame_flag_text;
+      }
       cache.append(f.data(), 7);
       pos += 7;
       std::vector<float> a(cache.num_cells());

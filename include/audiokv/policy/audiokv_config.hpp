@@ -43,6 +43,11 @@ struct audiokv_config {
   /// uniform share times this factor). Cells not yet evaluated enter smoothing at the mean
   /// importance instead of their noise. 0 (default) treats every cell as evaluated.
   float evaluation_share = 0.0f;
+  /// Text cells (frame_flag_text) pass through the smoothing pipeline like audio frames; false:
+  /// a text cell's smoothed score is its importance over its speaker's baseline (median and
+  /// trend mix neighbouring positions, which for 20 ms audio frames share a sound and for
+  /// text tokens do not).
+  bool smooth_text = true;
   /// Eviction ratio: r = base_rate + lambda * (1 - H / H_max). base_rate = 0.05: with 1 frame per
   /// step each eviction then frees about r * 0.27 B cells (2-7% of B), which amortises planning
   /// over dozens of steps yet keeps mean occupancy within 3% of the trigger level.

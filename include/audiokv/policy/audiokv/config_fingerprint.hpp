@@ -41,6 +41,7 @@ std::uint64_t config_fingerprint(const audiokv_config& c) noexcept {
   w.f32(c.alpha);
   w.u8(c.neighbour_prior ? 1 : 0);
   w.f32(c.evaluation_share);
+  w.u8(c.smooth_text ? 1 : 0);
   w.f32(c.base_rate);
   w.f32(c.lambda);
   w.f32(c.voice_weight);

@@ -87,6 +87,8 @@ class planner {
           n[r] = head.store_.size();
         }
         Pipeline::apply_rows(pipelines, in, smoothed, scratch, n, ctx, rows);
+        for (std::int32_t r = 0; r < rows; ++r)
+          heads[first + r]->unsmooth_text(w[r], in[r], ctx[r]);
         // The speech rules' scale sums of the heads that apply them, side by side.
         const float* scores[group]{};
         std::int32_t lengths[group]{};
@@ -308,7 +310,22 @@ class planner {
     const stage_context ctx = score_context(w);
     const float* input = pipeline_input(w);
     pipeline_.apply(input, w.smoothed, w.pipeline, store_.size(), ctx);
+    unsmooth_text(w, input, ctx);
     finish_scores(w);
+  }
+
+  /// Without config.smooth_text: each text cell's smoothed score is its pipeline input over
+  /// its speaker's baseline (speaker_norm_stage alone).
+  void unsmooth_text(const workspace& w, const float* input, const stage_context& ctx) const {
+    if (config_.smooth_text) return;
+    const std::int32_t n = store_.size();
+    for (std::int32_t j = 0; j < n; ++j) {
+      if ((store_.flags_of(j) & frame_flag_text) == 0) continue;
+      const float baseline = ctx.speaker != nullptr && ctx.speaker_baseline != nullptr
+                                 ? ctx.speaker_baseline[ctx.speaker[j]]
+                                 : 1.0f;
+      w.smoothed[j] = input[j] / core::max_of(baseline, 1e-9f);
+    }
   }
 
   /// The pipeline's context. Speaker per cell: the store's array, or gathered from its shared
