@@ -10,11 +10,14 @@ feed-forward 128, vocabulary 256 token ids, 4096 positions of training context. 
 (tokenizer.ggml.model = "none"): the tests feed token ids. Weights are F32, drawn from a seeded
 normal distribution, so the file is the same bytes on every run.
 
+--arch llama writes the same shape as Llama (no q/k/v biases): the adapter's tests stream it
+too, so that a second attention-only architecture is covered.
+
 --arch gemma2 writes the same shape as Gemma 2 (sliding-window layers: llama.cpp keeps a full
 and a window KV cache) and --arch mamba a Mamba model (recurrent memory): the adapter must reject
 both at construction, and its tests check that it does on these files.
 
-Usage: make_tiny_gguf.py OUT.gguf [--arch qwen2|gemma2|mamba] [--layers N] [--seed S]
+Usage: make_tiny_gguf.py OUT.gguf [--arch qwen2|llama|gemma2|mamba] [--layers N] [--seed S]
 Needs the `gguf` package from PyPI (0.19.0, the version vendored with llama.cpp 0c1e57098).
 """
 import argparse
@@ -31,7 +34,7 @@ except ImportError:  # pragma: no cover
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["qwen2", "gemma2", "mamba"], default="qwen2")
+    ap.add_argument("--arch", choices=["qwen2", "llama", "gemma2", "mamba"], default="qwen2")
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
@@ -99,12 +102,16 @@ def main() -> int:
             w.add_tensor(p + "ssm_out.weight", mat(n_embd, d_inner, s_in))
             continue
         w.add_tensor(p + "attn_norm.weight", vec(n_embd, 1.0, 0.1))
+        biases = a.arch != "llama"
         w.add_tensor(p + "attn_q.weight", mat(n_embd, n_embd, 2.0 * s_in))
-        w.add_tensor(p + "attn_q.bias", vec(n_embd, 0.0, 0.1))
+        if biases:
+            w.add_tensor(p + "attn_q.bias", vec(n_embd, 0.0, 0.1))
         w.add_tensor(p + "attn_k.weight", mat(n_kv, n_embd, 2.0 * s_in))
-        w.add_tensor(p + "attn_k.bias", vec(n_kv, 0.0, 0.1))
+        if biases:
+            w.add_tensor(p + "attn_k.bias", vec(n_kv, 0.0, 0.1))
         w.add_tensor(p + "attn_v.weight", mat(n_kv, n_embd, s_in))
-        w.add_tensor(p + "attn_v.bias", vec(n_kv, 0.0, 0.1))
+        if biases:
+            w.add_tensor(p + "attn_v.bias", vec(n_kv, 0.0, 0.1))
         w.add_tensor(p + "attn_output.weight", mat(n_embd, n_embd, s_in))
         if a.arch == "gemma2":
             w.add_tensor(p + "post_attention_norm.weight", vec(n_embd, 1.0, 0.1))

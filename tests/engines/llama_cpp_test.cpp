@@ -495,6 +495,30 @@ TEST_F(LlamaCpp, EvictionRuleBudgetHoldsThePolicyAtItsBudget) {
   EXPECT_THROW(audiokv::llama_cpp_adapter(model_, params(256), bad), audiokv::error);
 }
 
+// ---- another attention-only architecture ----
+
+// Llama (no q/k/v biases, its own graph builder) streams under the same checks as qwen2: the
+// adapter reads nothing architecture-specific.
+TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
+  llama_log_set(quiet, nullptr);
+  const std::string path = model_path("llama");
+  ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
+  ASSERT_NE(m, nullptr);
+  char arch[32] = {};
+  ASSERT_GT(llama_model_meta_val_str(m, "general.architecture", arch, sizeof(arch)), 0);
+  EXPECT_STREQ(arch, "llama");
+  for (const char* name : {"audiokv", "h2o"}) {
+    SCOPED_TRACE(name);
+    const stream_check c = run_stream(m, name, 48, 300, 5);
+    EXPECT_GT(c.evictions, 5);
+    EXPECT_GT(c.evicted, 200);
+  }
+  llama_model_free(m);
+}
+
 // ---- models the adapter does not govern ----
 
 TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {
