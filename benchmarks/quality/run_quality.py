@@ -16,8 +16,9 @@ rule: a token is emitted while the alignment heads' peak lies more than 50 frame
 newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, not
 repeating the output's last span where the peak has not moved on, and not before 50 frames
 past the first voiced frame are revealed (voice gate); otherwise the next chunk is revealed.
-Once every frame is revealed, a repeat the repeat stop would hold back ends the output (end
-stop). The window's last 16 frames (the padding's encoding) are fixed cells every head
+Before the repeat stop holds a token back, the decoder's earlier rows are recomputed over the
+frames revealed by then and the step is decided again (refresh on hold). Once every frame is
+revealed, a repeat the repeat stop would still hold back ends the output (end stop). The window's last 16 frames (the padding's encoding) are fixed cells every head
 attends to, paid from every budget; every policy holds at most its budget at every moment, so
 peak K/V = budget. Reference: the same protocol with the full cache. Caveat: the encoder saw
 the whole window.
@@ -327,7 +328,7 @@ def summarize(rows, path_md, path_png, set_name=""):
                 f"protocol streaming; reference: the full cache under the same protocol, WER "
                 f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
                 "revealed 0.5 s at a time, AlignAtt emission (align 50 frames, look-back stop 25, "
-                "repeat stop, voice gate, end stop); the window's last 16 frames are fixed sinks paid from the budget "
+                "repeat stop with refresh on hold, voice gate, end stop); the window's last 16 frames are fixed sinks paid from the budget "
                 "round(retention x N_a); every policy holds at most its budget at every moment "
                 "(peak K/V = budget). The encoder saw the whole window."),
              "Corpus WER = word errors / reference words over the clips; intervals: 2000 bootstrap "
