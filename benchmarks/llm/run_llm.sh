@@ -86,11 +86,11 @@ for suite in "$@"; do
       finish passkey_stream ;;
     cost)
       run cost --text "$test_text" --task generate --policies full,audiokv --budgets 2048 \
-        --max-tokens 2048 --chunk 512 --gen 16 >/dev/null
+        --max-tokens 2048 --chunk 512 --gen 128 >/dev/null
       finish cost ;;
     cost4k)
       run cost4k --text "$test_text" --task generate --policies full,audiokv --budgets 4096 \
-        --max-tokens 4096 --chunk 512 --gen 16 >/dev/null
+        --max-tokens 4096 --chunk 512 --gen 128 >/dev/null
       finish cost4k ;;
     stream16k)
       run stream16k --text "$test_text" --task generate --policies audiokv --budgets 256 \

@@ -101,6 +101,8 @@ void parse_audiokv_set(const std::string& list, audiokv::audiokv_config& c) {
       c.trigger = static_cast<float>(v);
     else if (key == "smooth_text")
       c.smooth_text = v != 0.0;
+    else if (key == "alpha")
+      c.alpha = static_cast<float>(v);
     else
       throw std::runtime_error("--audiokv-set: unknown key " + key);
   }
@@ -120,7 +122,7 @@ void usage() {
                "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N] [--tag STR]\n"
                "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n"
                "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F,\n"
-               "                 smooth_text=0|1]\n"
+               "                 smooth_text=0|1,alpha=A]\n"
                "  [--text-frame text|audio] [--eviction budget|trigger]\n");
 }
 
