@@ -64,6 +64,10 @@ for suite in "$@"; do
         --audiokv-set smooth_text=0,recent=64 --tag "text unsmoothed, recent 64" >/dev/null
       run dev_text "${narrative[@]}" --policies audiokv --budgets 512 \
         --audiokv-set smooth_text=0,recent=192 --tag "text unsmoothed, recent 192" >/dev/null
+      for a in 0.05 0.1; do
+        run dev_text "${narrative[@]}" --policies audiokv --budgets 128,256,512 \
+          --audiokv-set alpha=$a --tag "alpha $a" >/dev/null
+      done
       finish dev_text ;;
     ppl_ref)
       run ppl_ref --text "$test_text" --task ppl --policies full,context_shift \
