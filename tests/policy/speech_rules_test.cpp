@@ -610,6 +610,21 @@ TEST(SpeechRules, TheFrontierIsEstimatedOverAudioCells) {
   }
 }
 
+// One step's attention over `cells` cells from the LCG `state`: u + 1e-3 per cell (u uniform in
+// [0, 1)), or u^3 + 1e-3 when `peaked`, normalised to sum 1.
+void random_attention(std::uint32_t& state, std::int32_t cells, bool peaked,
+                      std::vector<float>& out) {
+  out.assign(static_cast<std::size_t>(cells), 0.0f);
+  float sum = 0.0f;
+  for (auto& p : out) {
+    state = state * 1664525u + 1013904223u;
+    const float u = static_cast<float>(state >> 8) / 16777216.0f;
+    p = (peaked ? u * u * u : u) + 1e-3f;
+    sum += p;
+  }
+  for (auto& p : out) p /= sum;
+}
+
 // A stream of text frames under the default rules plans exactly as a cache whose coverage floor
 // and frontier are off: text is ranked by attention alone. (The plain cache keeps one rule on
 // that marks nothing, sinks with first = observed = 0, so both rank the same rewritten scores.)
@@ -635,14 +650,7 @@ TEST(SpeechRules, TextStreamPlansAsWithoutCoverageAndFrontier) {
     f.flags = frame_flag_none;
     plain_cache.append(&f, 1);
     const std::int32_t cells = text_cache.num_cells();
-    attention.assign(static_cast<std::size_t>(cells), 0.0f);
-    float sum = 0.0f;
-    for (auto& p : attention) {
-      state = state * 1664525u + 1013904223u;
-      p = static_cast<float>(state >> 8) / 16777216.0f + 1e-3f;
-      sum += p;
-    }
-    for (auto& p : attention) p /= sum;
+    random_attention(state, cells, /*peaked=*/false, attention);
     text_cache.observe(attention.data(), cells);
     plain_cache.observe(attention.data(), cells);
     if (text_cache.wants_eviction()) {
@@ -655,12 +663,6 @@ TEST(SpeechRules, TextStreamPlansAsWithoutCoverageAndFrontier) {
     }
   }
 }
-
-}  // namespace
-
-namespace {
-
-using namespace audiokv;
 
 // Without config.smooth_text a text cell's smoothed score is its importance over its speaker's
 // baseline: a text stream plans exactly as a cache whose pipeline is speaker normalisation
@@ -686,15 +688,7 @@ TEST(SpeechRules, UnsmoothedTextPlansAsSpeakerNormalisationAlone) {
     norm_cache.append(&f, 1);
     if (plans == 0) default_cache.append(&f, 1);
     const std::int32_t cells = text_cache.num_cells();
-    attention.assign(static_cast<std::size_t>(cells), 0.0f);
-    float sum = 0.0f;
-    for (auto& p : attention) {
-      state = state * 1664525u + 1013904223u;
-      const float u = static_cast<float>(state >> 8) / 16777216.0f;
-      p = u * u * u + 1e-3f;  // a few tokens draw most of the attention
-      sum += p;
-    }
-    for (auto& p : attention) p /= sum;
+    random_attention(state, cells, /*peaked=*/true, attention);  // a few tokens draw most of it
     text_cache.observe(attention.data(), cells);
     norm_cache.observe(attention.data(), cells);
     if (plans == 0) default_cache.observe(attention.data(), cells);

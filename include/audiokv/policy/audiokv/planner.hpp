@@ -23,6 +23,7 @@
 #include "../detail/radix_select.hpp"
 #include "../speech/alignment_frontier.hpp"
 #include "../speech/speech_rules.hpp"
+#include "../stages/speaker_norm_stage.hpp"
 #include "../stages/stage_context.hpp"
 #include "importance_tracker.hpp"
 #include "pool_manager.hpp"
@@ -318,13 +319,11 @@ class planner {
   /// its speaker's baseline (speaker_norm_stage alone).
   void unsmooth_text(const workspace& w, const float* input, const stage_context& ctx) const {
     if (config_.smooth_text) return;
+    const ::audiokv::policy::stages::speaker_norm_stage norm;
     const std::int32_t n = store_.size();
     for (std::int32_t j = 0; j < n; ++j) {
-      if ((store_.flags_of(j) & frame_flag_text) == 0) continue;
-      const float baseline = ctx.speaker != nullptr && ctx.speaker_baseline != nullptr
-                                 ? ctx.speaker_baseline[ctx.speaker[j]]
-                                 : 1.0f;
-      w.smoothed[j] = input[j] / core::max_of(baseline, 1e-9f);
+      if ((store_.flags_of(j) & frame_flag_text) != 0)
+        w.smoothed[j] = norm.normalise(input[j], j, ctx);
     }
   }
 

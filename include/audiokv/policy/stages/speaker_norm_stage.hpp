@@ -22,8 +22,13 @@ struct speaker_norm_stage {
   /// A cell stage: the cell's score over its speaker's baseline (identity without baselines).
   AUDIOKV_HOST_DEVICE float operator()(const cell_neighbourhood& cell,
                                        const stage_context& ctx) const {
-    if (ctx.speaker == nullptr || ctx.speaker_baseline == nullptr) return cell.centre();
-    return cell.centre() / core::max_of(ctx.speaker_baseline[ctx.speaker[cell.j]], floor);
+    return normalise(cell.centre(), cell.j, ctx);
+  }
+
+  /// `score` of cell j over its speaker's baseline (unchanged without baselines).
+  AUDIOKV_HOST_DEVICE float normalise(float score, std::int32_t j, const stage_context& ctx) const {
+    if (ctx.speaker == nullptr || ctx.speaker_baseline == nullptr) return score;
+    return score / core::max_of(ctx.speaker_baseline[ctx.speaker[j]], floor);
   }
 
   /// The row form of operator(), out[j] for every cell j < n (in != out).
