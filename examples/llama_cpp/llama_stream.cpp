@@ -82,7 +82,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 // --audiokv-set KEY=VALUE,...: fields of the "audiokv" policy's configuration (recent: the
-// recent window in cells, i.e. min_retention_ms = CELLS x frame_ms).
+// recent window in cells, i.e. min_retention_ms = CELLS x frame_ms; text_share:
+// text_recent_share).
 void parse_audiokv_set(const std::string& list, audiokv::audiokv_config& c) {
   for (const auto& item : split(list, ',')) {
     const auto eq = item.find('=');
@@ -103,6 +104,8 @@ void parse_audiokv_set(const std::string& list, audiokv::audiokv_config& c) {
       c.smooth_text = v != 0.0;
     else if (key == "alpha")
       c.alpha = static_cast<float>(v);
+    else if (key == "text_share")
+      c.text_recent_share = static_cast<float>(v);
     else
       throw std::runtime_error("--audiokv-set: unknown key " + key);
   }
@@ -122,7 +125,7 @@ void usage() {
                "  [--depths 10,50,90] [--passkey-mode once|stream] [--seed N] [--tag STR]\n"
                "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n"
                "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F,\n"
-               "                 smooth_text=0|1,alpha=A]\n"
+               "                 smooth_text=0|1,alpha=A,text_share=S]\n"
                "  [--text-frame text|audio] [--eviction budget|trigger]\n");
 }
 

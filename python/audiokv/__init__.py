@@ -206,9 +206,9 @@ def _copy_config(config: _ext.AudioKVConfig) -> AudioKVConfig:
 
 _CONFIG_FIELDS_ALL = {
     "budget", "capacity", "split", "trigger", "alpha", "neighbour_prior", "evaluation_share",
-    "smooth_text", "base_rate", "lambda_", "voice_weight", "boundary_radius", "boundary_horizon_ms",
-    "min_retention_ms", "frame_ms", "num_speakers", "baseline_rate", "drift_window",
-    "drift_factor", "prior_mode", "prefetch",
+    "smooth_text", "text_recent_share", "base_rate", "lambda_", "voice_weight", "boundary_radius",
+    "boundary_horizon_ms", "min_retention_ms", "frame_ms", "num_speakers", "baseline_rate",
+    "drift_window", "drift_factor", "prior_mode", "prefetch",
 }  # fmt: skip
 # Fields that make_policy() takes as AudioKVConfig fields (budget, capacity and num_speakers
 # are shared with the baselines).

@@ -1180,6 +1180,7 @@ NB_MODULE(_ext, m) {
       .def_rw("neighbour_prior", &cfg::neighbour_prior)
       .def_rw("evaluation_share", &cfg::evaluation_share)
       .def_rw("smooth_text", &cfg::smooth_text)
+      .def_rw("text_recent_share", &cfg::text_recent_share)
       .def_rw("base_rate", &cfg::base_rate)
       .def_rw("lambda_", &cfg::lambda)
       .def_rw("voice_weight", &cfg::voice_weight)

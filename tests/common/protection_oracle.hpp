@@ -8,6 +8,9 @@
 ///        or, when shrink_recent_window and that window plus a full emergency pool would reach
 ///        the trigger level ceil(trigger x B), the newest
 ///        max(0, ceil(trigger x B) - 1 - floor(split.emergency x B)) positions;
+///   text recent window: text cells (frame_flag_text) among the newest
+///        max(recent window, min(ceil(text_recent_share x B),
+///        ceil(trigger x B) - 1 - floor(split.emergency x B))) positions are never evicted;
 ///   emergency pool: sinks are never evicted; emergency cells (frames flagged segment_start,
 ///        critical or sink) are evicted only while the pool holds more than
 ///        floor(split.emergency * B) cells, at most that excess, oldest first among the
@@ -33,6 +36,7 @@ namespace audiokv::test {
 /// What one plan (or a sum of plans) did against the rules, and how often each rule applied.
 struct protection_report {
   std::int64_t recent_evicted = 0;       // recent-window violations
+  std::int64_t text_recent_evicted = 0;  // text-window violations (text cells past the window)
   std::int64_t sink_evicted = 0;         // sink violations
   std::int64_t emergency_excess = 0;     // emergency cells evicted beyond the overflow
   std::int64_t emergency_order = 0;      // evicted while an older evictable one stays
@@ -41,16 +45,19 @@ struct protection_report {
   std::int64_t emergency_evicted = 0;    // overflow evictions (allowed)
   // Cells each rule covered when the plans were made: a rule that never applied tests nothing.
   std::int64_t recent_seen = 0;
+  std::int64_t text_recent_seen = 0;  // text cells in the text window, outside the recent one
   std::int64_t sink_seen = 0;
   std::int64_t boundary_seen = 0;
   std::int64_t emergency_seen = 0;
 
   /// Evictions that break a rule.
   std::int64_t violations() const {
-    return recent_evicted + sink_evicted + emergency_excess + emergency_order + boundary_unreleased;
+    return recent_evicted + text_recent_evicted + sink_evicted + emergency_excess +
+           emergency_order + boundary_unreleased;
   }
   protection_report& operator+=(const protection_report& o) {
     recent_evicted += o.recent_evicted;
+    text_recent_evicted += o.text_recent_evicted;
     sink_evicted += o.sink_evicted;
     emergency_excess += o.emergency_excess;
     emergency_order += o.emergency_order;
@@ -58,6 +65,7 @@ struct protection_report {
     boundary_unreleased += o.boundary_unreleased;
     emergency_evicted += o.emergency_evicted;
     recent_seen += o.recent_seen;
+    text_recent_seen += o.text_recent_seen;
     sink_seen += o.sink_seen;
     boundary_seen += o.boundary_seen;
     emergency_seen += o.emergency_seen;
@@ -69,6 +77,7 @@ class protection_oracle {
  public:
   protection_oracle(const audiokv_config& config, std::int32_t capacity)
       : recent_(recent_window(config)),
+        text_recent_(text_recent_window(config, recent_)),
         horizon_(frames_for(config.boundary_horizon_ms, config.frame_ms)),
         radius_(config.boundary_radius),
         emergency_cap_(static_cast<std::int64_t>(
@@ -107,14 +116,16 @@ class protection_oracle {
     for (std::int32_t j = 0; j < size_; ++j) {
       const bool evicted = plan.move_to[j] == -1;
       const bool recent = std::int64_t{pos_[j]} > std::int64_t{newest_} - recent_;
+      const bool text_recent = !recent && in_text_window(j);
       const bool sink = (flags_[j] & frame_flag_sink) != 0;
       const bool boundary = tier_[j] == pool_tier::buffer && near_boundary(pos_[j]);
       r.recent_seen += recent;
+      r.text_recent_seen += text_recent;
       r.sink_seen += sink;
       r.boundary_seen += boundary && !recent;
       if (tier_[j] == pool_tier::emergency) {
         ++r.emergency_seen;
-        if (!sink && !recent) {
+        if (!sink && !recent && !text_recent) {
           if (evicted) {
             ++r.emergency_evicted;
             r.emergency_order += older_evictable_kept;
@@ -125,8 +136,9 @@ class protection_oracle {
       }
       if (!evicted) continue;
       r.recent_evicted += recent;
+      r.text_recent_evicted += text_recent;
       r.sink_evicted += sink;
-      r.boundary_evicted += boundary && !recent && !sink;
+      r.boundary_evicted += boundary && !recent && !text_recent && !sink;
     }
     r.emergency_excess = r.emergency_evicted > excess ? r.emergency_evicted - excess : 0;
     const std::int64_t released = plan.protections_released;
@@ -151,7 +163,7 @@ class protection_oracle {
   /// True when the rules above protect recorded cell j now (tiered_cache::is_protected's
   /// meaning): recent window, sink, emergency pool, or a buffer cell near a young boundary.
   bool protects(std::int32_t j) const {
-    return std::int64_t{pos_[j]} > std::int64_t{newest_} - recent_ ||
+    return std::int64_t{pos_[j]} > std::int64_t{newest_} - recent_ || in_text_window(j) ||
            (flags_[j] & frame_flag_sink) != 0 || tier_[j] == pool_tier::emergency ||
            (tier_[j] == pool_tier::buffer && near_boundary(pos_[j]));
   }
@@ -165,11 +177,29 @@ class protection_oracle {
   static std::int64_t recent_window(const audiokv_config& c) {
     const std::int64_t asked = frames_for(c.min_retention_ms, c.frame_ms);
     if (!c.shrink_recent_window) return asked;
+    return std::max<std::int64_t>(0, std::min(asked, room_below_trigger(c)));
+  }
+
+  /// The text recent window by the rule in the file comment.
+  static std::int64_t text_recent_window(const audiokv_config& c, std::int64_t recent) {
+    const auto asked = static_cast<std::int64_t>(
+        std::ceil(static_cast<double>(c.text_recent_share) * c.budget - 1e-9));
+    return std::max(recent, std::min(asked, room_below_trigger(c)));
+  }
+
+  /// ceil(trigger x B) (at least 1) - 1 - floor(split.emergency x B).
+  static std::int64_t room_below_trigger(const audiokv_config& c) {
     const auto trigger = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(std::ceil(static_cast<double>(c.trigger) * c.budget - 1e-9)));
     const auto emergency = static_cast<std::int64_t>(
         std::floor(static_cast<double>(c.split.emergency) * c.budget + 1e-9));
-    return std::max<std::int64_t>(0, std::min(asked, trigger - 1 - emergency));
+    return trigger - 1 - emergency;
+  }
+
+  /// True when recorded cell j is a text cell in the text recent window.
+  bool in_text_window(std::int32_t j) const {
+    return (flags_[j] & frame_flag_text) != 0 &&
+           std::int64_t{pos_[j]} > std::int64_t{newest_} - text_recent_;
   }
 
   /// ceil(ms / frame_ms): the frames a span of ms covers.
@@ -192,6 +222,7 @@ class protection_oracle {
   }
 
   std::int64_t recent_;
+  std::int64_t text_recent_;
   std::int64_t horizon_;
   std::int64_t radius_;
   std::int64_t emergency_cap_;

@@ -466,21 +466,25 @@ class session {
   }
 
   /// No evicted cell was protected, except where tiered_cache.hpp allows it: emergency cells on
-  /// the pool's own overflow (oldest first, never a sink or a recent cell) and boundary cells
-  /// counted in plan.protections_released. Recent-window cells and sinks are never evicted.
+  /// the pool's own overflow (oldest first among those never kept) and boundary cells counted in
+  /// plan.protections_released. Recent-window cells, text cells in the text window and sinks are
+  /// never evicted.
   void check_protection(const eviction_plan& p) {
     const std::int32_t n = cache_.num_cells();
     const auto& cfg = cache_.config();
     const std::int64_t recent_from =
         static_cast<std::int64_t>(newest_) - cfg.recent_window_frames() + 1;
+    const std::int64_t text_from = static_cast<std::int64_t>(newest_) - cfg.text_recent_cells() + 1;
+    const auto never_evicted = [&](std::int32_t j) {
+      return (mirror_[j].flags & frame_flag_sink) || mirror_[j].pos >= recent_from ||
+             ((mirror_[j].flags & frame_flag_text) && mirror_[j].pos >= text_from);
+    };
     std::int32_t emergency = 0;
     for (std::int32_t j = 0; j < n; ++j) emergency += cache_.tiers()[j] == pool_tier::emergency;
     const std::int32_t overflow = std::max(0, emergency - cache_.emergency_pool_cells());
     std::int32_t emergency_evicted = 0, boundary_evicted = 0;
     for (const std::int32_t slot : p.evict) {
-      const bool never =
-          (mirror_[slot].flags & frame_flag_sink) || mirror_[slot].pos >= recent_from;
-      CHECK(!never, slot, mirror_[slot].pos);
+      CHECK(!never_evicted(slot), slot, mirror_[slot].pos);
       if (!cache_.is_protected(slot)) continue;
       if (cache_.tiers()[slot] == pool_tier::emergency) {
         ++emergency_evicted;
@@ -495,7 +499,7 @@ class session {
     std::int32_t seen = 0;
     for (std::int32_t j = 0; j < n && seen < emergency_evicted; ++j) {
       if (cache_.tiers()[j] != pool_tier::emergency) continue;
-      if ((mirror_[j].flags & frame_flag_sink) || mirror_[j].pos >= recent_from) continue;
+      if (never_evicted(j)) continue;
       CHECK(p.move_to[j] == -1, j, seen);
       ++seen;
     }

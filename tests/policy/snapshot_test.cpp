@@ -482,6 +482,7 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       },
       [](audiokv_config& c) { c.speech.frontier.past_decay_floor = 2.0f; },
       [](audiokv_config& c) { c.speech.frontier.frontier_density = 0.25f; },
+      [](audiokv_config& c) { c.text_recent_share = 0.25f; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {
     SCOPED_TRACE("config change " + std::to_string(i));
@@ -497,6 +498,17 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
   using short_pipeline = smoothing_pipeline<median_stage<5>, trend_stage, speaker_norm_stage>;
   const tiered_cache<short_pipeline> shorter(f.config);
   EXPECT_NE(shorter.config_fingerprint(), f.source.config_fingerprint());
+  // A pipeline of many stages: its shape is hashed in full (the fingerprint's buffer grows
+  // with the stage count), so one more stage changes it.
+  using long_pipeline =
+      smoothing_pipeline<median_stage<3>, median_stage<5>, median_stage<7>, trend_stage,
+                         trend_stage, speaker_norm_stage, speaker_norm_stage>;
+  using longer_pipeline =
+      smoothing_pipeline<median_stage<3>, median_stage<5>, median_stage<7>, trend_stage,
+                         trend_stage, speaker_norm_stage, speaker_norm_stage, speaker_norm_stage>;
+  const tiered_cache<long_pipeline> long_cache(f.config);
+  const tiered_cache<longer_pipeline> longer_cache(f.config);
+  EXPECT_NE(long_cache.config_fingerprint(), longer_cache.config_fingerprint());
   // Another number of speakers: named in the header check.
   audiokv_config speakers = f.config;
   speakers.num_speakers = 4;

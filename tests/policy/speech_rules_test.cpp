@@ -627,11 +627,14 @@ void random_attention(std::uint32_t& state, std::int32_t cells, bool peaked,
 
 // A stream of text frames under the default rules plans exactly as a cache whose coverage floor
 // and frontier are off: text is ranked by attention alone. (The plain cache keeps one rule on
-// that marks nothing, sinks with first = observed = 0, so both rank the same rewritten scores.)
+// that marks nothing, sinks with first = observed = 0, so both rank the same rewritten scores;
+// text is smoothed and has no window of its own here, as audio.)
 TEST(SpeechRules, TextStreamPlansAsWithoutCoverageAndFrontier) {
   audiokv_config with_rules;
   with_rules.budget = 64;
   with_rules.capacity = 80;
+  with_rules.smooth_text = true;
+  with_rules.text_recent_share = 0.0f;
   audiokv_config without = with_rules;
   without.speech.coverage.enabled = false;
   without.speech.frontier.enabled = false;
@@ -664,14 +667,15 @@ TEST(SpeechRules, TextStreamPlansAsWithoutCoverageAndFrontier) {
   }
 }
 
-// Without config.smooth_text a text cell's smoothed score is its importance over its speaker's
-// baseline: a text stream plans exactly as a cache whose pipeline is speaker normalisation
-// alone; the default (median and trend mixing neighbouring tokens) plans its first eviction
-// otherwise.
+// Without config.smooth_text (the default) a text cell's smoothed score is its importance over
+// its speaker's baseline: a text stream plans exactly as a cache whose pipeline is speaker
+// normalisation alone; with it (median and trend mixing neighbouring tokens) the first eviction
+// is planned otherwise.
 TEST(SpeechRules, UnsmoothedTextPlansAsSpeakerNormalisationAlone) {
   audiokv_config smoothed;
   smoothed.budget = 64;
   smoothed.capacity = 80;
+  smoothed.smooth_text = true;
   audiokv_config unsmoothed = smoothed;
   unsmoothed.smooth_text = false;
   tiered_cache<> text_cache(unsmoothed), default_cache(smoothed);

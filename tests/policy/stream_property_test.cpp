@@ -27,13 +27,20 @@ struct stream_case {
   const char* name;
   audiokv_config config;
   std::int64_t frames;
+  bool text = false;  // a speech LLM's prompt: blocks of 50 text tokens between audio
 };
+
+/// True when frame `step` of a case with text is a text token: 50 of every 200.
+bool is_text_step(std::int64_t step) { return (step / 50) % 4 == 1; }
 
 constexpr std::int64_t kSinks = 2;  // the first frames are attention sinks
 
-stream_result run_stream(const stream_case& sc, unsigned seed) {
+/// Streams sc's frames through a cache of sc.config; the plans are judged by an oracle of
+/// `rules` (sc.config unless given).
+stream_result run_stream(const stream_case& sc, unsigned seed,
+                         const audiokv_config* rules = nullptr) {
   tiered_cache<> cache(sc.config);
-  test::protection_oracle oracle(sc.config, cache.capacity());
+  test::protection_oracle oracle(rules != nullptr ? *rules : sc.config, cache.capacity());
   test::speech_stream stream(seed, sc.config.num_speakers);
   eviction_plan plan;
   plan.reserve(cache.capacity());
@@ -47,6 +54,7 @@ stream_result run_stream(const stream_case& sc, unsigned seed) {
   for (std::int64_t step = 0; step < sc.frames; ++step) {
     frame_meta f = stream.next_frame();
     if (step < kSinks) f.flags |= frame_flag_sink;
+    if (sc.text && is_text_step(step)) f.flags |= frame_flag_text;
     cache.append(&f, 1);
     oracle.append(&f, 1);
     keys[cache.num_cells() - 1] = static_cast<float>(f.pos);
@@ -102,6 +110,11 @@ std::vector<stream_case> cases() {
   c.trigger = 0.95f;
   c.base_rate = 0.1f;
   out.push_back({"large_B4096", c, 100000});
+  audiokv_config d = a;
+  d.budget = 512;
+  d.frame_ms = 40.0f;
+  d.boundary_radius = 3;
+  out.push_back({"speech_llm_text_B512", d, 60000, true});
   return out;
 }
 
@@ -116,6 +129,10 @@ TEST(StreamProperties, BudgetProtectionCompactionAndDeterminism) {
     const test::protection_report& p = r.protection;
     EXPECT_EQ(r.oracle_mismatches, 0);
     EXPECT_EQ(p.recent_evicted, 0);
+    EXPECT_EQ(p.text_recent_evicted, 0);
+    if (sc.text) {
+      EXPECT_GT(p.text_recent_seen, 0);
+    }
     EXPECT_EQ(p.sink_evicted, 0);
     EXPECT_EQ(p.emergency_excess, 0);
     EXPECT_EQ(p.emergency_order, 0);
@@ -134,6 +151,18 @@ TEST(StreamProperties, BudgetProtectionCompactionAndDeterminism) {
     EXPECT_EQ(again.digest, r.digest);
     EXPECT_EQ(again.stats.cells_evicted, r.stats.cells_evicted);
   }
+}
+
+// The text window is a rule the plans need: without it (text_recent_share 0) the same stream
+// evicts text cells the window would have kept, so the zero above can fail.
+TEST(StreamProperties, TextWindowKeepsTextTheScoresWouldEvict) {
+  const stream_case with_window = cases().back();
+  ASSERT_TRUE(with_window.text);
+  ASSERT_GT(with_window.config.text_recent_cells(), with_window.config.recent_window_frames());
+  stream_case without = with_window;
+  without.config.text_recent_share = 0.0f;
+  const stream_result r = run_stream(without, 42, &with_window.config);
+  EXPECT_GT(r.protection.text_recent_evicted, 0);
 }
 
 }  // namespace

@@ -550,7 +550,8 @@ void expect_same_plan(const eviction_plan& a, const eviction_plan& b, std::size_
 // Eleven caches of one layer (two planning groups), each with its own attention and history:
 // different cell counts at the trigger and past it, one below the trigger, one listed twice,
 // one with other trend parameters, one with an evaluation share, one with text cells left
-// unsmoothed. plan_heads() must write what plan() of each writes.
+// unsmoothed (the default) and one with text cells smoothed. plan_heads() must write what plan()
+// of each writes.
 TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
   audiokv_config config;  // defaults: speech rules on
   config.budget = 400;
@@ -560,6 +561,7 @@ TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
   for (int h = 0; h < 10; ++h) {
     audiokv_config c = config;
     if (h == 6) c.evaluation_share = 0.5f;
+    if (h == 5) c.smooth_text = true;
     if (h == 7) c.smooth_text = false;
     caches.emplace_back(c, h == 4 ? other_trend : default_pipeline{});
   }
@@ -578,7 +580,7 @@ TEST(TieredCache, PlanningALayersHeadsTogetherGivesEachHeadsOwnPlan) {
       auto f = frames(pos, 7);
       for (auto& fr : f) {
         fr.flags = fr.pos % 13 == 0 ? frame_flag_phoneme_boundary : 0;
-        if (h == 7 && fr.pos % 3 != 0) fr.flags = frame_flag_text;
+        if ((h == 5 || h == 7) && fr.pos % 3 != 0) fr.flags = frame_flag_text;
       }
       cache.append(f.data(), 7);
       pos += 7;
@@ -754,6 +756,54 @@ TEST(TieredCache, PlanHeadsChecksItsArgumentsBeforeWritingAPlan) {
     EXPECT_EQ(e.argument(), "caches[1]");
   }
   EXPECT_TRUE(plans[0].move_to.empty());
+}
+
+// Text cells in the text window (ceil(text_recent_share x budget) positions) are kept like the
+// recent window: protected_cells() and is_protected() count them, and plan_to(0) stops there;
+// audio cells in the same span are not kept.
+TEST(TieredCache, TextWindowKeepsTheNewestTextCells) {
+  audiokv_config c;
+  c.budget = 64;
+  c.capacity = 100;
+  c.text_recent_share = 0.5f;
+  ASSERT_EQ(c.text_recent_cells(), 32);
+  ASSERT_EQ(c.recent_window_frames(), 20);
+  c.text_recent_share = 1.0f;  // capped by the room below the trigger: 58 - 1 - 6
+  EXPECT_EQ(c.text_recent_cells(), 51);
+  c.text_recent_share = 0.0f;  // the recent window
+  EXPECT_EQ(c.text_recent_cells(), 20);
+  c.text_recent_share = 0.5f;
+  for (const bool text : {true, false}) {
+    tiered_cache<> cache(c);
+    std::vector<frame_meta> f = frames(0, 50);
+    if (text) {
+      for (auto& fr : f) fr.flags = frame_flag_text;
+    }
+    cache.append(f.data(), 50);
+    const std::vector<float> a = uniform(50);
+    cache.observe(a.data(), 50);
+    const std::int32_t kept = text ? 32 : 20;
+    EXPECT_EQ(cache.protected_cells(), kept) << text;
+    for (std::int32_t j = 0; j < 50; ++j)
+      EXPECT_EQ(cache.is_protected(j), j >= 50 - kept) << text << " cell " << j;
+    eviction_plan plan;
+    cache.plan_to(0, plan);
+    EXPECT_EQ(plan.n_kv_after, kept) << text;
+    for (std::int32_t j = 0; j < 50; ++j) EXPECT_EQ(plan.move_to[j] >= 0, j >= 50 - kept) << j;
+  }
+}
+
+TEST(TieredCache, TextRecentShareOutsideZeroToOneRejected) {
+  for (const float share : {-0.1f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    audiokv_config c = small_config();
+    c.text_recent_share = share;
+    try {
+      tiered_cache<> cache(c);
+      FAIL() << "accepted text_recent_share " << share;
+    } catch (const audiokv::error& e) {
+      EXPECT_EQ(e.argument(), "config.text_recent_share");
+    }
+  }
 }
 
 }  // namespace

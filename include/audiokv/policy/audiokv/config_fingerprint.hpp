@@ -24,13 +24,27 @@ void write_pipeline_shape(snapshot_writer& w, const smoothing_pipeline<Stages...
 /// A pipeline that is not a smoothing_pipeline adds nothing beyond its own size and alignment.
 inline void write_pipeline_shape(snapshot_writer&, const void*) noexcept {}
 
+/// Bytes write_pipeline_shape() writes for P.
+template <class P>
+struct pipeline_shape_bytes {
+  static constexpr std::size_t value = 0;
+};
+template <class... Stages>
+struct pipeline_shape_bytes<smoothing_pipeline<Stages...>> {
+  static constexpr std::size_t value = 8 + 16 * sizeof...(Stages);
+};
+
+/// Bytes config_fingerprint() writes before the pipeline's shape (the configuration fields,
+/// then the pipeline's size and alignment) are at most this many.
+inline constexpr std::size_t config_fingerprint_field_bytes = 256;
+
 /// @brief Fingerprint of what a snapshot may be restored into: FNV-1a 64 over every
 /// audiokv_config field (floats by their bits) and the shape of `Pipeline` (its size and
 /// alignment, then its stage count and each stage's size and alignment). The stages'
 /// parameters are not part of it.
 template <class Pipeline>
 std::uint64_t config_fingerprint(const audiokv_config& c) noexcept {
-  std::byte buf[256];
+  std::byte buf[config_fingerprint_field_bytes + pipeline_shape_bytes<Pipeline>::value];
   snapshot_writer w(buf);
   w.i32(c.budget);
   w.i32(c.capacity);
@@ -80,6 +94,7 @@ std::uint64_t config_fingerprint(const audiokv_config& c) noexcept {
   w.f32(c.speech.frontier.past_decay_floor);
   w.f32(c.speech.frontier.frontier_density);
   w.u8(c.shrink_recent_window ? 1 : 0);
+  w.f32(c.text_recent_share);
   w.u64(sizeof(Pipeline));
   w.u64(alignof(Pipeline));
   write_pipeline_shape(w, static_cast<const Pipeline*>(nullptr));

@@ -68,16 +68,19 @@ class pool_manager {
   }
 
   /// Cells no plan may evict now (tiered_cache::protected_cells()): those `rules` always keep
-  /// (recent window, sinks) and the emergency cells beyond the pool's overflow. O(n), no scratch.
+  /// (recent window, text window, sinks) and the emergency cells beyond the pool's overflow. O(n),
+  /// no scratch.
   std::int32_t protected_cells(const cell_store& store,
                                const protection_rules& rules) const noexcept {
     const std::int32_t n = store.size();
     const std::int64_t recent_from = rules.recent_from(store);
+    const std::int64_t text_recent_from = rules.text_recent_from(store);
     const std::int32_t* pos = store.pos();
     const pool_tier* tier = store.tier();
     std::int32_t kept = 0, emergency = 0, emergency_evictable = 0;
     for (std::int32_t j = 0; j < n; ++j) {
-      const bool always = pos[j] >= recent_from || (store.flags_of(j) & frame_flag_sink) != 0;
+      const bool always =
+          protection_rules::always_kept(pos[j], store.flags_of(j), recent_from, text_recent_from);
       const bool in_emergency = tier[j] == pool_tier::emergency;
       kept += always ? 1 : 0;
       emergency += in_emergency ? 1 : 0;

@@ -27,9 +27,11 @@ enum protection_level : std::uint8_t { protect_none = 0, protect_boundary = 1, p
 /// appended within the horizon.
 ///
 /// A cell is `always` kept when its position lies in the recent window (at or after
-/// newest_pos - config.recent_window_frames() + 1) or it is a sink; else `boundary` when a phoneme
-/// boundary appended at or after newest_pos - boundary_horizon_frames lies within +-boundary_radius
-/// positions, its own frame cached or not; else `unprotected`.
+/// newest_pos - config.recent_window_frames() + 1), it is a text cell (frame_flag_text) in the
+/// text recent window (at or after newest_pos - config.text_recent_cells() + 1) or it is a
+/// sink; else `boundary` when a phoneme boundary appended at or after newest_pos -
+/// boundary_horizon_frames lies within +-boundary_radius positions, its own frame cached or
+/// not; else `unprotected`.
 ///
 /// The boundaries are kept as their positions, ascending: at most horizon_frames + 1 of them
 /// lie within the horizon (positions strictly increase), and twice that many slots (8 bytes
@@ -39,6 +41,7 @@ class protection_rules {
  public:
   explicit protection_rules(const audiokv_config& config)
       : retention_frames_(config.recent_window_frames()),
+        text_frames_(config.text_recent_cells()),
         horizon_frames_(config.boundary_horizon_frames()),
         radius_(config.boundary_radius),
         boundaries_(2 * (static_cast<std::size_t>(horizon_frames_) + 1)) {}
@@ -47,6 +50,7 @@ class protection_rules {
   /// Takes `other`'s boundaries; `other` keeps its rules and records no boundary after.
   protection_rules(protection_rules&& other) noexcept
       : retention_frames_(other.retention_frames_),
+        text_frames_(other.text_frames_),
         horizon_frames_(other.horizon_frames_),
         radius_(other.radius_),
         boundaries_(std::move(other.boundaries_)),
@@ -55,6 +59,7 @@ class protection_rules {
   protection_rules& operator=(protection_rules&& other) noexcept {
     if (this == &other) return *this;
     retention_frames_ = other.retention_frames_;
+    text_frames_ = other.text_frames_;
     horizon_frames_ = other.horizon_frames_;
     radius_ = other.radius_;
     boundaries_ = std::move(other.boundaries_);
@@ -66,6 +71,18 @@ class protection_rules {
   /// Positions at or after this one are in the recent window.
   std::int64_t recent_from(const cell_store& store) const noexcept {
     return static_cast<std::int64_t>(store.newest_pos()) - retention_frames_ + 1;
+  }
+  /// Text cells at or after this position are in the text recent window.
+  std::int64_t text_recent_from(const cell_store& store) const noexcept {
+    return static_cast<std::int64_t>(store.newest_pos()) - text_frames_ + 1;
+  }
+  /// True when a cell at `pos` with `flags` is always kept: in the recent window (pos >=
+  /// recent, recent_from()), a text cell in the text window (pos >= text_recent,
+  /// text_recent_from()), or a sink.
+  static bool always_kept(std::int64_t pos, std::uint8_t flags, std::int64_t recent,
+                          std::int64_t text_recent) noexcept {
+    return pos >= recent || (flags & frame_flag_sink) != 0 ||
+           (pos >= text_recent && (flags & frame_flag_text) != 0);
   }
   /// Boundaries at or after this position still protect their neighbourhood.
   std::int64_t boundary_from(const cell_store& store) const noexcept {
@@ -120,7 +137,8 @@ class protection_rules {
   /// pos - radius is found by binary search. O(log horizon_frames).
   protection_level level_of(const cell_store& store, std::int32_t slot) const noexcept {
     const std::int64_t p = store.pos()[slot];
-    if (p >= recent_from(store) || (store.flags_of(slot) & frame_flag_sink)) return protect_always;
+    if (always_kept(p, store.flags_of(slot), recent_from(store), text_recent_from(store)))
+      return protect_always;
     const std::int64_t from = std::max(p - radius_, boundary_from(store));
     const std::int32_t* first =
         std::lower_bound(active_begin(store), active_end(), from,
@@ -149,39 +167,47 @@ class protection_rules {
     const std::int32_t n = store.size();
     const std::int32_t* pos = store.pos();
     const std::int64_t recent = recent_from(store);
+    const std::int64_t text_recent = text_recent_from(store);
     const std::int64_t horizon = boundary_from(store);
     const std::int64_t radius = radius_;
     // Active boundaries lie at or after `horizon`, so a cell before horizon - radius is near
     // none: the cells before the first one at or after it (positions ascend) are only checked
-    // for the recent window and sinks, without a branch; the merge walk covers the rest.
+    // for the recent and text windows and sinks, without a branch; the merge walk covers the
+    // rest.
     const std::int32_t tail = static_cast<std::int32_t>(
         std::lower_bound(pos, pos + n, horizon - radius,
                          [](std::int32_t a, std::int64_t v) { return a < v; }) -
         pos);
     // pos[j] >= recent as a 32-bit compare (it vectorises): recent clamped into the int32
-    // range, and no cell recent when it lies above it.
+    // range, and no cell recent when it lies above it; the same for the text window.
     const bool any_recent = recent <= INT32_MAX;
-    const std::int32_t recent32 = static_cast<std::int32_t>(recent < INT32_MIN ? INT32_MIN
-                                                            : any_recent       ? recent
-                                                                               : 0);
+    const std::int32_t recent32 = clamp_position(recent);
+    const bool any_text = text_recent <= INT32_MAX;
+    const std::int32_t text32 = clamp_position(text_recent);
     for (std::int32_t j = 0; j < tail; ++j) {
-      const bool always_kept =
-          ((pos[j] >= recent32) & any_recent) | ((flags_of(j) & frame_flag_sink) != 0);
-      protection[j] = always_kept ? protect_always : protect_none;
+      const std::uint8_t f = flags_of(j);
+      const bool kept = ((pos[j] >= recent32) & any_recent) | ((f & frame_flag_sink) != 0) |
+                        ((pos[j] >= text32) & any_text & ((f & frame_flag_text) != 0));
+      protection[j] = kept ? protect_always : protect_none;
     }
     const std::int32_t* boundary = active_begin(store);
     const std::int32_t* const last = active_end();
     for (std::int32_t j = tail; j < n; ++j) {
       while (boundary != last && *boundary + radius < pos[j]) ++boundary;
       const bool near_boundary = boundary != last && *boundary - radius <= pos[j];
-      const bool always_kept = pos[j] >= recent || (flags_of(j) & frame_flag_sink);
-      protection[j] = always_kept     ? protect_always
-                      : near_boundary ? protect_boundary
-                                      : protect_none;
+      const bool kept = always_kept(pos[j], flags_of(j), recent, text_recent);
+      protection[j] = kept ? protect_always : near_boundary ? protect_boundary : protect_none;
     }
   }
 
+  /// A window start as an int32 compare bound: INT32_MIN below the range, 0 above it (the
+  /// caller's any_* flag then keeps no cell).
+  static std::int32_t clamp_position(std::int64_t from) noexcept {
+    return static_cast<std::int32_t>(from < INT32_MIN ? INT32_MIN : from <= INT32_MAX ? from : 0);
+  }
+
   std::int32_t retention_frames_ = 0;
+  std::int32_t text_frames_ = 0;
   std::int32_t horizon_frames_ = 0;
   std::int32_t radius_ = 0;
   std::vector<std::int32_t> boundaries_;  // [2 (horizon_frames + 1)] recorded positions

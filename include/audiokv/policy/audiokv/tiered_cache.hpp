@@ -201,9 +201,9 @@ class tiered_cache final : public eviction_policy, public tiered_cache_state<Pip
   }
 
   /// An eviction down to min(num_cells(), target_cells) cells, or, when the target lies below
-  /// protected_cells() (the recent window, the sinks and the emergency pool up to its nominal
-  /// size, which no plan evicts), down to protected_cells(): out.n_kv_after says where the
-  /// plan ends, and protected tokens stay. Boundary protections are released as needed
+  /// protected_cells() (the recent window, the text window, the sinks and the emergency pool
+  /// up to its nominal size, which no plan evicts), down to protected_cells(): out.n_kv_after says
+  /// where the plan ends, and protected tokens stay. Boundary protections are released as needed
   /// (out.protections_released). A streaming host that makes room for a chunk larger than its
   /// budget allows thus keeps the protected cells instead of failing.
   /// @throws audiokv::error naming "target_cells" when it is negative.
@@ -280,7 +280,8 @@ class tiered_cache final : public eviction_policy, public tiered_cache_state<Pip
   /// which is config().retention_frames() unless a small budget shrank it to fit
   /// (audiokv_config::shrink_recent_window).
   std::int32_t recent_window_frames() const noexcept { return config_.recent_window_frames(); }
-  /// Cells no plan may evict now: those in the recent window, the sinks, and the emergency
+  /// Cells no plan may evict now: those in the recent window, text cells in the text window
+  /// (audiokv_config::text_recent_cells()), the sinks, and the emergency
   /// cells beyond its overflow (the pool up to its nominal size). plan_to() never goes below
   /// it; plan() never needs to (it is below trigger_cells() whenever the trigger fires). O(n)
   /// reads, no scratch.
@@ -288,8 +289,8 @@ class tiered_cache final : public eviction_policy, public tiered_cache_state<Pip
     return pools_.protected_cells(store_, protection_);
   }
 
-  /// True when a plan may evict cell `slot` only as a last resort: recent window or sink
-  /// (never), emergency pool (only on its own overflow), or a buffer cell within
+  /// True when a plan may evict cell `slot` only as a last resort: recent window, text window
+  /// or sink (never), emergency pool (only on its own overflow), or a buffer cell within
   /// boundary_radius positions of a phoneme boundary appended within the horizon, whether or
   /// not the boundary's own frame is still cached (only when the target cannot be met
   /// otherwise). Read-only: O(log n + log horizon) from the positions and the recorded
