@@ -9,10 +9,13 @@
 #   dev_text        the text-frame rule on the narrative dev text (Exodus 3-14, 1024 tokens, 128,
 #                   256 and 512 cells): audiokv with text frames (default) and as audio, variants,
 #                   and the baselines it is compared with
-#   ppl_ref         test text (Genesis), first 1024 tokens: full and context_shift (no adapter)
-#   ppl             the same stream: the adapter policies at 128/256/512 cells
+#   dev_text4k      the text rules (smooth_text x text_recent_share) on 4096 tokens of that text,
+#                   128 to 1024 cells, against streaming_llm, h2o and tova
+#   ppl_ref         test text (Genesis), first 8192 tokens: full and context_shift (no adapter)
+#   ppl             the same stream: the adapter policies at 128/256/512/1024 cells
 #   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
 #   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
+#   passkey_once2k, passkey_stream2k   both settings on 2048-token prompts
 #   cost            tokens/s and the adapter's cost split at a 2k context, full and audiokv
 #   cost4k          the same at a 4k context (4,096-token prompt), full and audiokv
 #   stream16k       a 16k-token stream through 256 cells with n_ctx = budget + margin
@@ -69,25 +72,56 @@ for suite in "$@"; do
           --audiokv-set alpha=$a --tag "alpha $a" >/dev/null
       done
       finish dev_text ;;
+    dev_text4k)
+      # The text rules (audiokv_config::smooth_text and text_recent_share) on 4,096 tokens of
+      # the narrative dev text: every share x smoothing pair at every budget, then two importance
+      # memories (alpha, one field for audio and text: information, not candidates).
+      long=(--text build/texts/exodus_narrative.txt --task ppl --max-tokens 4096 --segment 128)
+      run dev_text4k "${long[@]}" --policies streaming_llm,h2o,tova --budgets 128,256,512,1024 \
+        --tag baseline >/dev/null
+      for smooth in 1 0; do
+        for share in 0 0.25 0.5 0.75; do
+          tag="$([[ $smooth == 1 ]] && echo smoothed || echo unsmoothed), share $share"
+          [[ "$smooth $share" == "1 0" ]] && tag="$tag (before)"
+          [[ "$smooth $share" == "0 0.75" ]] && tag="$tag (default)"
+          run dev_text4k "${long[@]}" --policies audiokv --budgets 128,256,512,1024 \
+            --audiokv-set "smooth_text=$smooth,text_share=$share" --tag "$tag" >/dev/null
+        done
+      done
+      for a in 0.6 1.0; do
+        run dev_text4k "${long[@]}" --policies audiokv --budgets 128,256,512,1024 \
+          --audiokv-set "smooth_text=0,text_share=0,alpha=$a" \
+          --tag "unsmoothed, share 0, alpha $a (information)" >/dev/null
+      done
+      finish dev_text4k ;;
     ppl_ref)
       run ppl_ref --text "$test_text" --task ppl --policies full,context_shift \
-        --budgets 128,256,512 --max-tokens 1024 --segment 128 >/dev/null
+        --budgets 128,256,512,1024 --max-tokens 8192 --segment 512 >/dev/null
       finish ppl_ref ;;
     ppl)
       run ppl --text "$test_text" --task ppl --policies audiokv,streaming_llm,h2o,tova \
-        --budgets 128,256,512 --max-tokens 1024 --segment 128 >/dev/null
+        --budgets 128,256,512,1024 --max-tokens 8192 --segment 512 >/dev/null
       run ppl --text "$test_text" --task ppl --policies snapkv,uniform_stride,random \
-        --budgets 256 --max-tokens 1024 --segment 128 >/dev/null
+        --budgets 256 --max-tokens 8192 --segment 512 >/dev/null
       finish ppl ;;
     passkey_once)
       run passkey_once --task passkey --passkey-mode once --max-tokens 1024 \
-        --depths 10,50,90 --policies full,audiokv,snapkv,h2o --budgets 20% >/dev/null
+        --depths 10,50,90 --policies full,audiokv,snapkv,h2o,tova --budgets 20% >/dev/null
       finish passkey_once ;;
     passkey_stream)
       run passkey_stream --task passkey --passkey-mode stream --max-tokens 1024 \
-        --depths 10,50,90 --policies audiokv,context_shift,streaming_llm,h2o \
+        --depths 10,50,90 --policies audiokv,context_shift,streaming_llm,h2o,tova \
         --budgets 20% >/dev/null
       finish passkey_stream ;;
+    passkey_once2k | passkey_stream2k)
+      # The same two settings on 2,048-token prompts.
+      mode=${suite#passkey_}
+      mode=${mode%2k}
+      policies=full,audiokv,snapkv,h2o,tova
+      [[ $mode == stream ]] && policies=audiokv,context_shift,streaming_llm,h2o,tova
+      run "$suite" --task passkey --passkey-mode "$mode" --max-tokens 2048 \
+        --depths 10,50,90 --policies "$policies" --budgets 20% >/dev/null
+      finish "$suite" ;;
     cost)
       run cost --text "$test_text" --task generate --policies full,audiokv --budgets 2048 \
         --max-tokens 2048 --chunk 512 --gen 128 >/dev/null

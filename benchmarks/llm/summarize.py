@@ -67,6 +67,32 @@ def ppl_tables(rows, out):
                "over the run's decodes).\n")
 
 
+def dev_table(rows, out, title, note):
+    """A dev sweep: one row per (policy, tag), one column per budget."""
+    rows = [r for r in rows if r.get("status") == "ok"]
+    if not rows:
+        return
+    out.append(f"## {title}\n")
+    out.append(note + "\n")
+    budgets = sorted({r["budget"] for r in rows})
+    out.append("| run | " + " | ".join(f"{b} cells" for b in budgets) + " |")
+    out.append("|---|" + "---|" * len(budgets))
+    keys = []
+    for r in rows:
+        k = (r["policy"], r.get("tag", ""))
+        if k not in keys:
+            keys.append(k)
+    for policy, tag in keys:
+        cells = []
+        for b in budgets:
+            m = [r for r in rows
+                 if (r["policy"], r.get("tag", "")) == (policy, tag) and r["budget"] == b]
+            cells.append(f"{m[0]['ppl']:.2f} (mean {m[0]['mean_cells']:.0f})" if m else "–")
+        label = policy if policy != "audiokv" else f"audiokv, {tag}"
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out.append("")
+
+
 def plot_segments(rows, path):
     try:
         import matplotlib
@@ -177,28 +203,14 @@ def main():
             if r.get("status") == "ok":
                 out.append(f"| {r.get('tag', '')} | {r['ppl']:.3f} | {r['mean_cells']:.0f} |")
         out.append("")
-    dev_text = [r for r in load(os.path.join(d, "llm_dev_text.jsonl")) if r.get("status") == "ok"]
-    if dev_text:
-        out.append("## Dev: text frames (Exodus 3-14, 1024 tokens)\n")
-        out.append("The decision for the adapter's `text_frame` (frame_flag_text: the speech rules "
-                   "leave text to its scores) against treating text tokens as audio frames.\n")
-        budgets = sorted({r["budget"] for r in dev_text})
-        out.append("| run | " + " | ".join(f"{b} cells" for b in budgets) + " |")
-        out.append("|---|" + "---|" * len(budgets))
-        keys = []
-        for r in dev_text:
-            k = (r["policy"], r.get("tag", ""))
-            if k not in keys:
-                keys.append(k)
-        for policy, tag in keys:
-            cells = []
-            for b in budgets:
-                m = [r for r in dev_text
-                     if (r["policy"], r.get("tag", "")) == (policy, tag) and r["budget"] == b]
-                cells.append(f"{m[0]['ppl']:.2f} (mean {m[0]['mean_cells']:.0f})" if m else "–")
-            label = policy if policy != "audiokv" else f"audiokv, {tag}"
-            out.append(f"| {label} | " + " | ".join(cells) + " |")
-        out.append("")
+    dev_table(load(os.path.join(d, "llm_dev_text.jsonl")), out,
+              "Dev: text frames (Exodus 3-14, 1024 tokens)",
+              "The decision for the adapter's `text_frame` (frame_flag_text: the speech rules "
+              "leave text to its scores) against treating text tokens as audio frames.")
+    dev_table(load(os.path.join(d, "llm_dev_text4k.jsonl")), out,
+              "Dev: the text recent window (Exodus 3-14, 4096 tokens)",
+              "The decision for `audiokv_config::text_recent_share` (`recent=CELLS` sets the "
+              "window of a text-only stream: share x budget); rule in docs/llama_cpp.md.")
     ppl = load(os.path.join(d, "llm_ppl_ref.jsonl")) + load(os.path.join(d, "llm_ppl.jsonl"))
     out.append("## Streaming perplexity (Genesis)\n")
     ppl_tables(ppl, out)
@@ -209,6 +221,12 @@ def main():
                   "compressed once after prefill, question in the window")
     passkey_table(load(os.path.join(d, "llm_passkey_stream.jsonl")), out,
                   "chunked prefill of 64, eviction between chunks, question unseen")
+    for mode, title in (("once", "compressed once after prefill, question in the window"),
+                        ("stream", "chunked prefill of 64, eviction between chunks, question "
+                                   "unseen")):
+        rows = load(os.path.join(d, f"llm_passkey_{mode}2k.jsonl"))
+        if rows:
+            passkey_table(rows, out, title)
     out.append("## Cost\n")
     cost_table(load(os.path.join(d, "llm_cost.jsonl")) + load(os.path.join(d, "llm_cost4k.jsonl"))
                + load(os.path.join(d, "llm_stream16k.jsonl")), out)
