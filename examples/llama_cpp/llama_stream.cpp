@@ -12,7 +12,9 @@
 // a BOS), drop half of the rest, llama_memory_seq_rm + llama_memory_seq_add shift the positions
 // back), and every audiokv::make_policy() name (audiokv, streaming_llm, h2o, tova, snapkv, ...)
 // through audiokv::llama_cpp_adapter. Every case runs with flash attention disabled, the same
-// kernels for all.
+// kernels for all. `oracle_future` (ppl only) is a ceiling, not a policy: a first run keeping
+// every cell records the adapter's scores, and at each eviction the oracle keeps the cells the
+// rest of that run attends most (oracle_future.hpp).
 //
 // Tasks:
 //  ppl       streaming perplexity: the text's first --max-tokens tokens fed in chunks of --chunk
@@ -28,6 +30,8 @@
 //            generation and the adapter's cost split (capture, observe, plan, seq_rm) per token.
 #include <audiokv/engines/llama_cpp.hpp>
 
+#include "oracle_future.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,6 +39,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -336,8 +341,9 @@ class runner {
  public:
   // budget: the policy's budget; capacity: its slots (context_shift: its n_ctx); n_ctx_cells:
   // the context's cells (llama.cpp rounds it up to a multiple of 256).
+  // custom: the sequence's policy object instead of make_policy(policy) (oracle_future).
   runner(llama_model* model, const options& o, const std::string& policy, int budget, int capacity,
-         int n_ctx_cells)
+         int n_ctx_cells, std::unique_ptr<audiokv::eviction_policy> custom = nullptr)
       : policy_(policy) {
     llama_context_params p = llama_context_default_params();
     p.n_ctx = static_cast<uint32_t>(n_ctx_cells);
@@ -363,7 +369,10 @@ class runner {
       po.budget = budget;
       po.capacity = capacity;
       po.seed = static_cast<std::uint64_t>(o.seed);
-      adapter_->add_sequence(0, policy, po);
+      if (custom)
+        adapter_->add_sequence(0, std::move(custom));
+      else
+        adapter_->add_sequence(0, policy, po);
       ctx_ = adapter_->context();
     }
     n_ctx_ = static_cast<int>(llama_n_ctx(ctx_));
@@ -487,6 +496,27 @@ int budget_for(const std::string& spec, int n_tokens) {
   return std::stoi(spec);
 }
 
+// ---- oracle_future ----
+// The future attention of `tokens` fed in chunks of o.chunk with every cell kept (recorded once
+// per run of llama_stream: every budget replays the same record).
+std::shared_ptr<llama_stream::future_attention> record_future(
+    llama_model* model, const options& o, const std::vector<llama_token>& tokens) {
+  static std::shared_ptr<llama_stream::future_attention> recorded;
+  const int n = static_cast<int>(tokens.size());
+  if (recorded && recorded->positions() == n) return recorded;
+  if (n > 16384)
+    throw std::runtime_error("oracle_future: records at most 16384 tokens (n^2 floats)");
+  auto record = std::make_shared<llama_stream::future_attention>(n);
+  audiokv::policy::baselines::baseline_config c;
+  c.budget = c.capacity = n + o.chunk;
+  runner run(model, o, "oracle_future", c.budget, c.capacity, c.capacity + 1,
+             std::make_unique<llama_stream::oracle_future>(c, record, true));
+  for (int g0 = 0; g0 < n; g0 += o.chunk) run.decode(tokens.data() + g0, std::min(o.chunk, n - g0));
+  record->finish();
+  recorded = record;
+  return recorded;
+}
+
 // ---- ppl ----
 row run_ppl(llama_model* model, const options& o, const std::vector<llama_token>& tokens,
             const std::string& policy, int budget) {
@@ -495,7 +525,15 @@ row run_ppl(llama_model* model, const options& o, const std::vector<llama_token>
   const bool full = policy == "full";
   const int capacity = budget + chunk;
   const int n_ctx = full ? n + chunk : (policy == "context_shift" ? capacity : capacity + 1);
-  runner run(model, o, policy, budget, capacity, n_ctx);
+  std::unique_ptr<audiokv::eviction_policy> oracle;
+  if (policy == "oracle_future") {
+    audiokv::policy::baselines::baseline_config c;
+    c.budget = budget;
+    c.capacity = capacity;
+    oracle =
+        std::make_unique<llama_stream::oracle_future>(c, record_future(model, o, tokens), false);
+  }
+  runner run(model, o, policy, budget, capacity, n_ctx, std::move(oracle));
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   std::vector<double> seg_sum((n + o.segment - 1) / o.segment, 0.0), seg_n(seg_sum.size(), 0.0);
   double total = 0.0;
@@ -742,6 +780,8 @@ int main(int argc, char** argv) {
         std::string error;
         try {
           budget = policy == "full" ? n_tokens : budget_for(spec, n_tokens);
+          if (policy == "oracle_future" && o.task != "ppl")
+            throw std::runtime_error("oracle_future is a ceiling of --task ppl only");
           if (o.task == "ppl")
             result = run_ppl(model, o, tokens, policy, budget);
           else if (o.task == "passkey")

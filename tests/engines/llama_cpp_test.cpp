@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <audiokv/engines/llama_cpp.hpp>
 
+#include "oracle_future.hpp"  // examples/llama_cpp: llama_stream's ceiling
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -547,6 +549,47 @@ TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {
         << what;
     llama_model_free(m);
   }
+}
+
+// llama_stream's oracle_future: the recording run writes each query position's row at the
+// cells' key positions; after finish() the record holds suffix sums; a replay keeps the cells
+// the rest of the recorded run attends most.
+TEST(OracleFuture, RecordsFutureAttentionAndKeepsWhatItAttendsMost) {
+  const std::vector<std::vector<float>> rows = {
+      {1.0f}, {0.5f, 0.5f}, {0.2f, 0.1f, 0.7f}, {0.05f, 0.6f, 0.15f, 0.2f}};
+  auto record = std::make_shared<llama_stream::future_attention>(4);
+  audiokv::policy::baselines::baseline_config c;
+  c.budget = c.capacity = 4;
+  llama_stream::oracle_future recorder(c, record, true);
+  for (int q = 0; q < 4; ++q) {
+    audiokv::frame_meta f;
+    f.pos = q;
+    recorder.append(&f, 1);
+    recorder.observe(rows[static_cast<std::size_t>(q)].data(), q + 1);
+  }
+  record->finish();
+  // after(q, p): attention p receives from query positions q + 1 .. 3.
+  EXPECT_FLOAT_EQ(record->after(1, 0), 0.25f);
+  EXPECT_FLOAT_EQ(record->after(1, 1), 0.7f);
+  EXPECT_FLOAT_EQ(record->after(1, 2), 0.85f);
+  EXPECT_FLOAT_EQ(record->after(1, 3), 0.2f);
+  EXPECT_FLOAT_EQ(record->after(3, 1), 0.0f);
+  audiokv::eviction_plan plan;
+  EXPECT_THROW(recorder.plan_to(2, plan), std::logic_error);  // a recorder never evicts
+
+  c.budget = 2;
+  c.capacity = 3;
+  llama_stream::oracle_future oracle(c, record, false);
+  for (int q = 0; q < 3; ++q) {
+    audiokv::frame_meta f;
+    f.pos = q;
+    oracle.append(&f, 1);
+  }
+  // Now = position 2: the future is query 3's row, p0 0.05 < p2 0.15 < p1 0.6.
+  oracle.plan_to(2, plan);
+  EXPECT_EQ(plan.evict, std::vector<std::int32_t>({0}));
+  oracle.plan_to(1, plan);
+  EXPECT_EQ(plan.evict, std::vector<std::int32_t>({0, 2}));
 }
 
 }  // namespace
