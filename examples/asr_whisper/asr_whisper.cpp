@@ -175,6 +175,8 @@ void usage(std::ostream& os) {
         "                  lies more than N frames past the first span's (default 0)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
         "                  would hold back ends the output (default 1)\n"
+        "  --refresh-at-end 0|1  streaming: once every frame is revealed, recompute the\n"
+        "                  decoder's earlier rows before emitting end of text (default 1)\n"
         "  --end-rollbacks N  streaming, with the end stop: before ending the output on a\n"
         "                  repeat once every frame is revealed, cut it back to where the\n"
         "                  span's first copy began and decode on, at most N times (default 4)\n"
@@ -495,6 +497,8 @@ int run(int argc, char** argv) {
       o.stream.refresh_on_hold = parse_int(next(), "--refresh-on-hold") != 0;
     else if (a == "--end-stop")
       o.stream.end_stop = parse_int(next(), "--end-stop") != 0;
+    else if (a == "--refresh-at-end")
+      o.stream.refresh_at_end = parse_int(next(), "--refresh-at-end") != 0;
     else if (a == "--end-rollbacks")
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--voice-gate")
