@@ -13,8 +13,9 @@
 #                   128 to 1024 cells, against streaming_llm, h2o and tova
 #   ppl_ref         test text (Genesis), first 8192 tokens: full and context_shift (no adapter)
 #   ppl             the same stream: the adapter policies at 128/256/512/1024 cells
-#   ppl_oracle      the same stream: oracle_future at 128/256/512/1024 cells (a ceiling: keeps
-#                   what a run without eviction attends most from then on)
+#   ppl_oracle      the same stream: oracle_future at 128/256/512/1024 cells (a reference, not
+#                   a policy: keeps what the next <budget> tokens of a run without eviction attend
+#                   most), then at 128 cells counting the whole rest of that run
 #   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
 #   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
 #   passkey_once2k, passkey_stream2k   both settings on 2048-token prompts
@@ -108,7 +109,11 @@ for suite in "$@"; do
       finish ppl ;;
     ppl_oracle)
       run ppl_oracle --text "$test_text" --task ppl --policies oracle_future \
-        --budgets 128,256,512,1024 --max-tokens 8192 --segment 512 >/dev/null
+        --budgets 128,256,512,1024 --max-tokens 8192 --segment 512 \
+        --tag "horizon: the budget" >/dev/null
+      run ppl_oracle --text "$test_text" --task ppl --policies oracle_future \
+        --budgets 128 --max-tokens 8192 --segment 512 --oracle-horizon 0 \
+        --tag "horizon: the rest of the run" >/dev/null
       finish ppl_oracle ;;
     passkey_once)
       run passkey_once --task passkey --passkey-mode once --max-tokens 1024 \

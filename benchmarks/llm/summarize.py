@@ -36,8 +36,13 @@ def policies_in(rows, skip=()):
     return seen
 
 
+def labelled(rows):
+    """Rows with policy "NAME (tag)" where a run was tagged (two oracle_future horizons)."""
+    return [dict(r, policy=f"{r['policy']} ({r['tag']})") if r.get("tag") else r for r in rows]
+
+
 def ppl_tables(rows, out):
-    ok = [r for r in rows if r.get("status") == "ok"]
+    ok = labelled([r for r in rows if r.get("status") == "ok"])
     full = [r for r in ok if r["policy"] == "full"]
     if not full:
         out.append("(no full-cache run)\n")
@@ -101,7 +106,7 @@ def plot_segments(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    ok = [r for r in rows if r.get("status") == "ok"]
+    ok = labelled([r for r in rows if r.get("status") == "ok"])
     budgets = sorted({r["budget"] for r in ok if r["policy"] != "full"})
     full = [r for r in ok if r["policy"] == "full"]
     if not budgets or not full:
@@ -120,14 +125,16 @@ def plot_segments(rows, path):
             if r["budget"] != b or r["policy"] == "full":
                 continue
             ax.plot(xs, [math.exp(v) if v is not None else float("nan") for v in r["segment_nll"]],
-                    marker=".", color=colors[r["policy"]], label=r["policy"])
+                    marker=".", color=colors[r["policy"]], label=r["policy"],
+                    ls="--" if r["policy"].startswith("oracle_future") else "-")
         ax.axvline(b, color="grey", ls=":", lw=1)
         ax.set_title(f"{b} cells")
         ax.set_xlabel("tokens into the stream")
         ax.set_yscale("log")
     axes[0].set_ylabel(f"perplexity per {seg}-token segment")
     handles = [plt.Line2D([], [], color="k", lw=2, label="full")] + [
-        plt.Line2D([], [], color=colors[n], marker=".", label=n) for n in names]
+        plt.Line2D([], [], color=colors[n], marker=".", label=n,
+                   ls="--" if n.startswith("oracle_future") else "-") for n in names]
     axes[0].legend(handles=handles, fontsize=7)
     fig.suptitle("Streaming perplexity in llama.cpp, Qwen2.5-Coder 0.5B Q4_K_M")
     fig.tight_layout()
@@ -211,7 +218,8 @@ def main():
               "Dev: the text recent window (Exodus 3-14, 4096 tokens)",
               "The decision for `audiokv_config::text_recent_share` (`recent=CELLS` sets the "
               "window of a text-only stream: share x budget); rule in docs/llama_cpp.md.")
-    ppl = load(os.path.join(d, "llm_ppl_ref.jsonl")) + load(os.path.join(d, "llm_ppl.jsonl"))
+    ppl = (load(os.path.join(d, "llm_ppl_ref.jsonl")) + load(os.path.join(d, "llm_ppl.jsonl"))
+           + load(os.path.join(d, "llm_ppl_oracle.jsonl")))
     out.append("## Streaming perplexity (Genesis)\n")
     ppl_tables(ppl, out)
     if plot_segments(ppl, os.path.join(d, "llm_ppl_segments.png")):

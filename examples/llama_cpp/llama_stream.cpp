@@ -63,6 +63,7 @@ struct options {
   int chunk = 0;  // 0: 16 (ppl, generate) or 64 (passkey stream)
   int gen = 64;
   int segment = 512;
+  int oracle_horizon = -1;  // oracle_future: query positions counted ahead; -1: the budget, 0: all
   int seed = 0;
   bool json = false;
   // Adapter configuration: the adapter's defaults unless given.
@@ -131,7 +132,8 @@ void usage() {
                "  [--layers 0,1,...] [--head-reduce mean|max] [--layer-reduce mean|max]\n"
                "  [--audiokv-set sinks=0|1,coverage=0|1,frontier=0|1,recent=CELLS,trigger=F,\n"
                "                 smooth_text=0|1,alpha=A,text_share=S]\n"
-               "  [--text-frame text|audio] [--eviction budget|trigger]\n");
+               "  [--text-frame text|audio] [--eviction budget|trigger]\n"
+               "  [--oracle-horizon budget|N]  oracle_future: future tokens counted (0: all)\n");
 }
 
 options parse(int argc, char** argv) {
@@ -162,7 +164,10 @@ options parse(int argc, char** argv) {
       o.gen = std::stoi(value());
     else if (a == "--segment")
       o.segment = std::stoi(value());
-    else if (a == "--seed")
+    else if (a == "--oracle-horizon") {
+      const std::string v = value();
+      o.oracle_horizon = v == "budget" ? -1 : std::max(0, std::stoi(v));
+    } else if (a == "--seed")
       o.seed = std::stoi(value());
     else if (a == "--passkey-mode")
       o.passkey_mode = value();
@@ -530,8 +535,9 @@ row run_ppl(llama_model* model, const options& o, const std::vector<llama_token>
     audiokv::policy::baselines::baseline_config c;
     c.budget = budget;
     c.capacity = capacity;
-    oracle =
-        std::make_unique<llama_stream::oracle_future>(c, record_future(model, o, tokens), false);
+    const int horizon = o.oracle_horizon < 0 ? budget : o.oracle_horizon;
+    oracle = std::make_unique<llama_stream::oracle_future>(c, record_future(model, o, tokens),
+                                                           false, horizon);
   }
   runner run(model, o, policy, budget, capacity, n_ctx, std::move(oracle));
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));

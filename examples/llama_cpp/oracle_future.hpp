@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// oracle_future: a ceiling for streaming perplexity, not a policy a user can run. A first run
+// oracle_future: a reference for streaming perplexity, not a policy a user can run. A first run
 // with every cell kept records each token's reduced attention row (the adapter's scores, the
 // same every policy observes); at each eviction of a second run over the same tokens the
-// oracle keeps the cells that the rest of the first run attends most.
+// oracle keeps the cells that the next `horizon` tokens of the first run attend most (all the
+// rest of it with horizon 0). Eviction is final, so this is a heuristic, not a bound.
 #pragma once
 
 #include <audiokv/policy/baselines/baseline_policy.hpp>
@@ -48,6 +49,12 @@ class future_attention {
     return q + 1 < n_ ? rows_[static_cast<std::size_t>(q + 1) * n_ + p] : 0.0f;
   }
 
+  /// Attention position p receives from query positions q + 1 .. q + horizon (0: all after q).
+  float within(int q, int p, int horizon) const noexcept {
+    if (horizon <= 0 || q + horizon + 1 >= n_) return after(q, p);
+    return after(q, p) - after(q + horizon, p);
+  }
+
  private:
   int n_;
   std::vector<float> rows_;  // [query][key]
@@ -58,11 +65,13 @@ class future_attention {
 /// budget of at least the run's tokens.
 class oracle_future final : public audiokv::policy::baselines::baseline_policy {
  public:
+  /// `horizon`: the future query positions a replay counts (0: the rest of the run).
   oracle_future(const audiokv::policy::baselines::baseline_config& config,
-                std::shared_ptr<future_attention> record, bool recording)
+                std::shared_ptr<future_attention> record, bool recording, int horizon = 0)
       : baseline_policy("oracle_future", config),
         record_(std::move(record)),
         recording_(recording),
+        horizon_(horizon),
         future_(static_cast<std::size_t>(config.reserved_capacity())),
         order_(static_cast<std::size_t>(config.reserved_capacity())) {}
 
@@ -81,7 +90,7 @@ class oracle_future final : public audiokv::policy::baselines::baseline_policy {
     const std::int32_t* pos = store().pos();
     const int now = pos[n - 1];
     for (std::int32_t j = 0; j < n; ++j) {
-      future_[static_cast<std::size_t>(j)] = record_->after(now, pos[j]);
+      future_[static_cast<std::size_t>(j)] = record_->within(now, pos[j], horizon_);
       order_[static_cast<std::size_t>(j)] = j;
     }
     evict_lowest_by_partition(future_.data(), order_.data(), n, n - target, mask);
@@ -90,6 +99,7 @@ class oracle_future final : public audiokv::policy::baselines::baseline_policy {
  private:
   std::shared_ptr<future_attention> record_;
   bool recording_;
+  int horizon_;
   mutable std::vector<float> future_;        // [capacity] scratch
   mutable std::vector<std::int32_t> order_;  // [capacity] scratch
 };

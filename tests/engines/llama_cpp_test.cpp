@@ -574,6 +574,10 @@ TEST(OracleFuture, RecordsFutureAttentionAndKeepsWhatItAttendsMost) {
   EXPECT_FLOAT_EQ(record->after(1, 2), 0.85f);
   EXPECT_FLOAT_EQ(record->after(1, 3), 0.2f);
   EXPECT_FLOAT_EQ(record->after(3, 1), 0.0f);
+  EXPECT_FLOAT_EQ(record->within(0, 1, 1), 0.5f);   // query 1 alone
+  EXPECT_FLOAT_EQ(record->within(0, 1, 2), 0.6f);   // queries 1 and 2
+  EXPECT_FLOAT_EQ(record->within(1, 1, 0), 0.7f);   // the rest of the run
+  EXPECT_FLOAT_EQ(record->within(1, 1, 10), 0.7f);  // a horizon past the end
   audiokv::eviction_plan plan;
   EXPECT_THROW(recorder.plan_to(2, plan), std::logic_error);  // a recorder never evicts
 
@@ -590,6 +594,17 @@ TEST(OracleFuture, RecordsFutureAttentionAndKeepsWhatItAttendsMost) {
   EXPECT_EQ(plan.evict, std::vector<std::int32_t>({0}));
   oracle.plan_to(1, plan);
   EXPECT_EQ(plan.evict, std::vector<std::int32_t>({0, 2}));
+  // With a horizon of one query position from position 1: query 2 alone, p1 0.1 < p0 0.2.
+  c.capacity = 2;
+  c.budget = 1;
+  llama_stream::oracle_future near(c, record, false, 1);
+  for (int q = 0; q < 2; ++q) {
+    audiokv::frame_meta f;
+    f.pos = q;
+    near.append(&f, 1);
+  }
+  near.plan_to(1, plan);
+  EXPECT_EQ(plan.evict, std::vector<std::int32_t>({1}));
 }
 
 }  // namespace
