@@ -581,14 +581,17 @@ TEST(OracleFuture, RecordsFutureAttentionAndKeepsWhatItAttendsMost) {
   audiokv::eviction_plan plan;
   EXPECT_THROW(recorder.plan_to(2, plan), std::logic_error);  // a recorder never evicts
 
+  auto append_positions = [](audiokv::eviction_policy& p, int count) {
+    for (int q = 0; q < count; ++q) {
+      audiokv::frame_meta f;
+      f.pos = q;
+      p.append(&f, 1);
+    }
+  };
   c.budget = 2;
   c.capacity = 3;
   llama_stream::oracle_future oracle(c, record, false);
-  for (int q = 0; q < 3; ++q) {
-    audiokv::frame_meta f;
-    f.pos = q;
-    oracle.append(&f, 1);
-  }
+  append_positions(oracle, 3);
   // Now = position 2: the future is query 3's row, p0 0.05 < p2 0.15 < p1 0.6.
   oracle.plan_to(2, plan);
   EXPECT_EQ(plan.evict, std::vector<std::int32_t>({0}));
@@ -598,11 +601,7 @@ TEST(OracleFuture, RecordsFutureAttentionAndKeepsWhatItAttendsMost) {
   c.capacity = 2;
   c.budget = 1;
   llama_stream::oracle_future near(c, record, false, 1);
-  for (int q = 0; q < 2; ++q) {
-    audiokv::frame_meta f;
-    f.pos = q;
-    near.append(&f, 1);
-  }
+  append_positions(near, 2);
   near.plan_to(1, plan);
   EXPECT_EQ(plan.evict, std::vector<std::int32_t>({1}));
 }
