@@ -181,13 +181,18 @@ void unit_checks() {
   // Streaming repeat stop: the output's end repeats a span while the peak has not moved on.
   const std::vector<int32_t> said = {7, 8, 9, 8};
   const std::vector<int> at = {10, 20, 30, 40};
-  check(repeats_without_progress(said, at, 9, 30) && repeats_without_progress(said, at, 9, 25),
+  check((repeated_span_without_progress(said, at, 9, 30) != 0) &&
+            (repeated_span_without_progress(said, at, 9, 25) != 0),
         "repeat stop: 8 9 8 9 with the peak at or before the first 9's (30) waits");
-  check(!repeats_without_progress(said, at, 9, 31), "repeat stop: a peak past 30 emits the repeat");
-  check(!repeats_without_progress(said, at, 5, 0), "repeat stop: no repeated span, no stop");
-  check(repeats_without_progress(said, at, 8, 40) && !repeats_without_progress(said, at, 8, 41),
+  check((repeated_span_without_progress(said, at, 9, 31) == 0),
+        "repeat stop: a peak past 30 emits the repeat");
+  check((repeated_span_without_progress(said, at, 5, 0) == 0),
+        "repeat stop: no repeated span, no stop");
+  check((repeated_span_without_progress(said, at, 8, 40) != 0) &&
+            (repeated_span_without_progress(said, at, 8, 41) == 0),
         "repeat stop: 8 8 (k = 1) waits up to the first 8's peak (40)");
-  check(!repeats_without_progress({}, {}, 3, 0), "repeat stop: an empty output never stops");
+  check((repeated_span_without_progress({}, {}, 3, 0) == 0),
+        "repeat stop: an empty output never stops");
   // The end rollback cuts back to where the first copy began: n + 1 - 2k of the n tokens.
   check(repeated_span_without_progress(said, at, 9, 30) == 2 &&
             repeated_span_without_progress(said, at, 8, 40) == 1 &&

@@ -131,13 +131,6 @@ inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
   return 0;
 }
 
-/// True when repeated_span_without_progress() finds a span: the repeat stop's test.
-inline bool repeats_without_progress(const std::vector<int32_t>& tokens,
-                                     const std::vector<int>& peaks, int32_t next, int peak,
-                                     int advance = 0) {
-  return repeated_span_without_progress(tokens, peaks, next, peak, advance) != 0;
-}
-
 /// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
 /// (layer, head) at every step. Decoding rules follow CTranslate2's Whisper generate with
 /// beam_size 1: argmax over logits with config `suppress_ids` masked at every step and
