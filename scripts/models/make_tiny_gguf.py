@@ -13,9 +13,9 @@ normal distribution, so the file is the same bytes on every run.
 --arch llama writes the same shape as Llama (no q/k/v biases): the adapter's tests stream it
 too, so that a second attention-only architecture is covered.
 
---arch gemma2 writes the same shape as Gemma 2 (sliding-window layers: llama.cpp keeps a full
-and a window KV cache) and --arch mamba a Mamba model (recurrent memory): the adapter must reject
-both at construction, and its tests check that it does on these files.
+--arch gemma2 writes the same shape as Gemma 2 (layers 0 and 2 attend through a 32-position
+window: llama.cpp keeps a full and a window KV cache), which the adapter governs both of, and
+--arch mamba a Mamba model (recurrent memory), which the adapter must reject at construction.
 
 Usage: make_tiny_gguf.py OUT.gguf [--arch qwen2|llama|gemma2|mamba] [--layers N] [--seed S]
 Needs the `gguf` package from PyPI (0.19.0, the version vendored with llama.cpp 0c1e57098).

@@ -3,6 +3,7 @@
 // random-weight qwen2 GGUF (scripts/models/make_tiny_gguf.py): logits identical to llama.cpp
 // alone while nothing is evicted; every seq_rm range covers exactly the evicted cells; the
 // cell map stays right after freed cells are refilled; positions never change; misuse rejected.
+// The same checks on llama and on gemma2 (a full and a window cache); mamba is rejected.
 #include <gtest/gtest.h>
 #include <audiokv/engines/llama_cpp.hpp>
 
@@ -159,12 +160,16 @@ struct stream_check {
 //    maximal runs (a kept position lies between two ranges) and never hold the newest position;
 //  - every cached cell keeps the position and cell it got when it was decoded;
 //  - the last token's attention row is non-zero exactly on the cells the map holds (plus a
-//    deferred newest cell), so the map is right after freed cells are refilled;
+//    deferred newest cell), so the map is right after freed cells are refilled; in a
+//    sliding-window model's window cache (`window_cache`), exactly on the cells of the held
+//    positions less than n_swa behind the newest;
 //  - llama.cpp's seq_pos_min / seq_pos_max agree with the policy's positions;
 //  - the logits equal a plain llama.cpp context from which the test removes the policy's
 //    evicted positions one at a time (the newest one after the next decode).
-stream_check run_stream(llama_model* model, const char* policy, int budget, int n, unsigned seed) {
+stream_check run_stream(llama_model* model, const char* policy, int budget, int n, unsigned seed,
+                        int window_cache = -1) {
   stream_check out;
+  const int n_swa = llama_model_n_swa(model);
   const int max_chunk = 16;
   const int capacity = budget + max_chunk;
   std::mt19937 rng(seed);
@@ -186,9 +191,10 @@ stream_check run_stream(llama_model* model, const char* policy, int budget, int 
   llama_memory_t mem = llama_get_memory(adapter.context());
   llama_memory_t ref_mem = llama_get_memory(ref);
 
-  std::map<llama_pos, std::int32_t> cell_of_pos;  // as decoded
+  const int n_caches = window_cache >= 0 ? 2 : 1;
+  std::vector<std::map<llama_pos, std::int32_t>> cell_of_pos(2);  // per cache, as decoded
   llama_pos deferred = -1;
-  std::int32_t deferred_cell = -1;
+  std::int32_t deferred_cell[2] = {-1, -1};
   batch_holder b1(64), b2(64);
   int step = 0;
   for (int g = 0; g < n; ++step) {
@@ -199,15 +205,24 @@ stream_check run_stream(llama_model* model, const char* policy, int budget, int 
     const auto b = copy_logits(adapter.context(), m, n_vocab);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
         << policy << ": logits differ from the reference at tokens [" << g << ", " << g + m << ")";
-    // The attention row of the newest token: support == map cells + deferred cell.
-    {
-      const auto row = adapter.last_row(m - 1);
+    EXPECT_EQ(adapter.n_caches(), n_caches);
+    const auto& pol = adapter.policy(0);
+    // The attention row of the newest token: support == map cells + deferred cell (in the
+    // window cache: those of positions the window holds).
+    const llama_pos newest_pos = g + m - 1;
+    auto in_view = [&](int cache, llama_pos q) {
+      return cache != window_cache || newest_pos - q < n_swa;
+    };
+    for (int cache = 0; cache < n_caches; ++cache) {
+      const auto row = adapter.last_row(m - 1, cache);
       std::set<std::int32_t> support, expected;
       for (std::size_t c = 0; c < row.size(); ++c)
         if (row[c] > 0.0f) support.insert(static_cast<std::int32_t>(c));
-      for (std::int32_t c : adapter.cells(0)) expected.insert(c);
-      if (deferred >= 0) expected.insert(deferred_cell);
-      EXPECT_EQ(support, expected) << policy << " step " << step;
+      const auto cells = adapter.cells(0, cache);
+      for (std::int32_t i = 0; i < pol.num_cells(); ++i)
+        if (in_view(cache, pol.positions()[i])) expected.insert(cells[static_cast<std::size_t>(i)]);
+      if (deferred >= 0 && in_view(cache, deferred)) expected.insert(deferred_cell[cache]);
+      EXPECT_EQ(support, expected) << policy << " step " << step << " cache " << cache;
     }
     if (deferred >= 0) {
       EXPECT_TRUE(llama_memory_seq_rm(ref_mem, 0, deferred, deferred + 1));
@@ -215,28 +230,38 @@ stream_check run_stream(llama_model* model, const char* policy, int budget, int 
     }
     EXPECT_EQ(adapter.deferred(0), -1);
     // New tokens: record (position, cell); older ones must be unchanged.
-    const auto& pol = adapter.policy(0);
-    const auto cells = adapter.cells(0);
-    for (std::int32_t i = 0; i < pol.num_cells(); ++i) {
-      const llama_pos pos = pol.positions()[i];
-      auto it = cell_of_pos.find(pos);
-      if (pos >= g) {
-        EXPECT_TRUE(it == cell_of_pos.end());
-        cell_of_pos[pos] = cells[static_cast<std::size_t>(i)];
-      } else {
-        EXPECT_TRUE(it != cell_of_pos.end()) << "position " << pos << " was never decoded";
-        if (it != cell_of_pos.end()) {
-          EXPECT_EQ(it->second, cells[static_cast<std::size_t>(i)]);
+    for (int cache = 0; cache < n_caches; ++cache) {
+      const auto cells = adapter.cells(0, cache);
+      auto& known = cell_of_pos[static_cast<std::size_t>(cache)];
+      for (std::int32_t i = 0; i < pol.num_cells(); ++i) {
+        const llama_pos pos = pol.positions()[i];
+        auto it = known.find(pos);
+        if (pos >= g) {
+          EXPECT_TRUE(it == known.end());
+          known[pos] = cells[static_cast<std::size_t>(i)];
+        } else {
+          EXPECT_TRUE(it != known.end()) << "position " << pos << " was never decoded";
+          if (it != known.end()) {
+            EXPECT_EQ(it->second, cells[static_cast<std::size_t>(i)]);
+          }
         }
       }
     }
     g += m;
     EXPECT_EQ(llama_memory_seq_pos_max(mem, 0), g - 1);
-    EXPECT_EQ(llama_memory_seq_pos_min(mem, 0), pol.positions()[0]);
+    // With a window cache llama.cpp answers from it, whose oldest position may be newer.
+    if (window_cache < 0) {
+      EXPECT_EQ(llama_memory_seq_pos_min(mem, 0), pol.positions()[0]);
+    } else {
+      EXPECT_GE(llama_memory_seq_pos_min(mem, 0), pol.positions()[0]);
+    }
 
     // Eviction.
     const std::vector<llama_pos> before(pol.positions(), pol.positions() + pol.num_cells());
-    const std::vector<std::int32_t> cells_before(cells.begin(), cells.end());
+    std::vector<std::int32_t> last_cell_before;
+    for (int cache = 0; cache < n_caches; ++cache)
+      last_cell_before.push_back(
+          adapter.cells(0, cache)[static_cast<std::size_t>(pol.num_cells() - 1)]);
     const int evicted = adapter.evict(0);
     const std::vector<llama_pos> after(pol.positions(), pol.positions() + pol.num_cells());
     if (evicted == 0) {
@@ -272,15 +297,17 @@ stream_check run_stream(llama_model* model, const char* policy, int budget, int 
       EXPECT_TRUE(expected.count(newest));
       expected.erase(newest);
       deferred = newest;
-      deferred_cell = cells_before.back();
+      for (int cache = 0; cache < n_caches; ++cache)
+        deferred_cell[cache] = last_cell_before[static_cast<std::size_t>(cache)];
       ++out.deferred;
     }
     EXPECT_EQ(covered, expected) << policy << ": seq_rm ranges differ from the evicted cells";
     for (llama_pos q : expected) {
       EXPECT_TRUE(llama_memory_seq_rm(ref_mem, 0, q, q + 1));
-      cell_of_pos.erase(q);
+      for (auto& known : cell_of_pos) known.erase(q);
     }
-    if (deferred >= 0) cell_of_pos.erase(deferred);
+    if (deferred >= 0)
+      for (auto& known : cell_of_pos) known.erase(deferred);
     // Positions never change: the newest stays the last decoded position in the context.
     EXPECT_EQ(llama_memory_seq_pos_max(mem, 0), g - 1);
     EXPECT_LE(pol.num_cells(), budget);
@@ -521,34 +548,120 @@ TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
   llama_model_free(m);
 }
 
+// ---- sliding-window layers: a full and a window cache ----
+
+// Gemma 2 (layers 0 and 2 of 3 attend through a 32-position window): llama.cpp keeps a window
+// cache for them beside the full cache, with cell indices of its own, and reuses the window
+// cache's cells once their positions leave the window. The adapter maps every position in both
+// (cache 0 holds layer 0, the window cache) and streams under the checks above: logits equal to
+// llama.cpp with the same positions removed, both cell maps right after refills, the window
+// cache's row non-zero exactly on the held positions inside the window.
+TEST(LlamaCppModels, SlidingWindowModelStreamsWithBothCaches) {
+  llama_log_set(quiet, nullptr);
+  const std::string path = model_path("gemma2");
+  ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(llama_model_n_swa(m), 32);
+  for (const char* name : {"audiokv", "h2o", "tova"}) {
+    SCOPED_TRACE(name);
+    const stream_check c = run_stream(m, name, 48, 300, 5, /*window_cache=*/0);
+    EXPECT_GT(c.evictions, 5);
+    EXPECT_GT(c.evicted, 200);
+  }
+  // A budget under the window: positions the window layers still attend are evicted too.
+  const stream_check small = run_stream(m, "audiokv", 16, 200, 6, /*window_cache=*/0);
+  EXPECT_GT(small.evicted, 150);
+  llama_model_free(m);
+}
+
+// With nothing evicted, a sliding-window model's logits are llama.cpp's own, and each slot's
+// score is read from both caches: with head and layer means it is the mean over the layers of
+// the attention its position gets, so the newest token's scores sum to 1 at every step, also
+// after the window cache has reused the cells of positions that left the window (a slot
+// still reading its old cell would count the newer position twice).
+TEST(LlamaCppModels, SlidingWindowModelUnchangedWithoutEviction) {
+  llama_log_set(quiet, nullptr);
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* m = llama_model_load_from_file(model_path("gemma2").c_str(), mp);
+  ASSERT_NE(m, nullptr);
+  llama_context_params p = llama_context_default_params();
+  p.n_ctx = 512;
+  p.n_batch = p.n_ubatch = 64;
+  p.n_seq_max = 1;
+  p.n_threads = p.n_threads_batch = 1;
+  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  p.swa_full = false;  // a window cache of 256 cells (n_swa + n_ubatch, padded), not n_ctx
+  p.no_perf = true;
+  llama_context* plain = llama_init_from_model(m, p);
+  ASSERT_NE(plain, nullptr);
+  audiokv::llama_cpp_config config;
+  config.head_reduce = audiokv::score_reduce::mean;
+  config.layer_reduce = audiokv::score_reduce::mean;
+  audiokv::llama_cpp_adapter adapter(m, p, config);
+  adapter.add_sequence(0, "h2o", options(450, 450));
+  const int n = 400;
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
+  std::mt19937 rng(9);
+  batch_holder b1(64), b2(64);
+  for (int g = 0; g < n;) {
+    const int k = std::min(1 + static_cast<int>(rng() % 9), n - g);
+    std::vector<llama_token> toks(static_cast<std::size_t>(k));
+    for (auto& x : toks) x = static_cast<llama_token>(rng() % static_cast<unsigned>(n_vocab));
+    ASSERT_EQ(llama_decode(plain, b1.fill(toks.data(), k, g)), 0);
+    ASSERT_EQ(adapter.decode(b2.fill(toks.data(), k, g)), 0);
+    const auto a = copy_logits(plain, k, n_vocab);
+    const auto b = copy_logits(adapter.context(), k, n_vocab);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "token " << g;
+    ASSERT_EQ(adapter.n_caches(), 2);
+    g += k;
+    const auto scores = adapter.last_scores(0);
+    ASSERT_EQ(static_cast<int>(scores.size()), g);
+    double sum = 0.0;
+    for (float x : scores) sum += x;
+    EXPECT_NEAR(sum, 1.0, 1e-4) << "after " << g << " tokens";
+  }
+  // The window cache (cache 0, holding layer 0) reused cells; the full cache did not.
+  for (int cache = 0; cache < 2; ++cache) {
+    const auto cells = adapter.cells(0, cache);
+    const std::set<std::int32_t> distinct(cells.begin(), cells.end());
+    if (cache == 0) {
+      EXPECT_LT(static_cast<int>(distinct.size()), n) << "the window cache reused no cell";
+    } else {
+      EXPECT_EQ(static_cast<int>(distinct.size()), n);
+    }
+  }
+  EXPECT_THROW(adapter.cells(0, 2), audiokv::error);
+  llama_free(plain);
+  llama_model_free(m);
+}
+
 // ---- models the adapter does not govern ----
 
-TEST(LlamaCppModels, RecurrentAndSlidingWindowModelsRejected) {
+TEST(LlamaCppModels, RecurrentModelRejected) {
   llama_log_set(quiet, nullptr);
-  for (const char* arch : {"mamba", "gemma2"}) {
-    SCOPED_TRACE(arch);
-    const std::string path = model_path(arch);
-    ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    llama_model* m = llama_model_load_from_file(path.c_str(), mp);
-    ASSERT_NE(m, nullptr);
-    llama_context_params p = llama_context_default_params();
-    p.n_ctx = 256;
-    p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    std::string arg, what;
-    try {
-      audiokv::llama_cpp_adapter a(m, p);
-    } catch (const audiokv::error& e) {
-      arg = e.argument();
-      what = e.what();
-    }
-    EXPECT_EQ(arg, "model");
-    EXPECT_NE(what.find(std::string(arch) == "mamba" ? "recurrent" : "sliding-window"),
-              std::string::npos)
-        << what;
-    llama_model_free(m);
+  const std::string path = model_path("mamba");
+  ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
+  ASSERT_NE(m, nullptr);
+  llama_context_params p = llama_context_default_params();
+  p.n_ctx = 256;
+  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  std::string arg, what;
+  try {
+    audiokv::llama_cpp_adapter a(m, p);
+  } catch (const audiokv::error& e) {
+    arg = e.argument();
+    what = e.what();
   }
+  EXPECT_EQ(arg, "model");
+  EXPECT_NE(what.find("recurrent"), std::string::npos) << what;
+  llama_model_free(m);
 }
 
 // llama_stream's oracle_future: the recording run writes each query position's row at the

@@ -14,6 +14,14 @@
 ///    (`attn_inp_k_idxs`, src[1] of the layer's set_rows node). Per sequence the adapter keeps
 ///    the map policy slot (time order) -> position -> cell; llama.cpp fills freed cells lowest
 ///    first, so n_ctx need only be the budget plus a margin, not the stream length.
+///  - Sliding-window models (Gemma 2/3: llama_model_n_swa() > 0). llama.cpp keeps two KV
+///    caches, a full one for the global layers and a window one for the others, each with its
+///    own cell indices; the window cache reuses the cells of positions that left the window.
+///    The adapter keeps each position's cell in both, scores a position from every scored
+///    layer's softmax in that layer's own cache (a window layer contributes to the positions
+///    its window still holds, 0 to the others), and evicts a position from both caches at once
+///    (llama_memory_seq_rm removes it from each). The budget governs the full cache; the window
+///    cache stays llama.cpp's (its size is set by n_swa, not by the budget).
 ///  - Policy. One eviction_policy per sequence (any make_policy() name). After the decode
 ///    each token is appended (position, and the frame metadata of an audio span when the
 ///    engine marked one) and observes its attention row over the policy's cells.
@@ -24,11 +32,10 @@
 ///    requires the next batch to start at seq_pos_max + 1, so when a plan drops the newest
 ///    cell, the cell leaves the policy at once and llama.cpp's cache after the next decode.
 ///
-/// Scope: models whose memory is one KV cache of full-attention layers. Recurrent and hybrid
-/// memories (llama_memory_seq_rm refuses partial removal) and models with sliding-window
-/// layers (llama_model_n_swa() > 0: Gemma 2/3 keep a second, window cache whose cells and
-/// softmax columns are another index space) are rejected at construction, as are contexts
-/// with flash attention not disabled (no softmax tensor) or with pooled embeddings only.
+/// Scope: models whose memory is KV caches of attention layers (one, or a full and a window
+/// cache). Recurrent and hybrid memories (llama_memory_seq_rm refuses partial removal) are
+/// rejected at construction, as are contexts with flash attention not disabled (no softmax
+/// tensor) or with pooled embeddings only.
 #pragma once
 
 #include <llama.h>
@@ -68,8 +75,8 @@ class llama_cpp_adapter {
   /// @throws audiokv::error naming "params.flash_attn_type" unless it is
   ///         LLAMA_FLASH_ATTN_TYPE_DISABLED (AUTO turns flash attention on for the CPU and the
   ///         softmax tensor disappears), "params.embeddings" when set (pooled outputs skip the
-  ///         logits graph), "model" for a recurrent or hybrid model or one with sliding-window
-  ///         layers, "config.*" for a bad configuration, and "llama_init_from_model" when
+  ///         logits graph), "model" for a recurrent or hybrid model, "config.*" for a bad
+  ///         configuration, and "llama_init_from_model" when
   ///         llama.cpp cannot create the context.
   llama_cpp_adapter(llama_model* model, llama_context_params params, llama_cpp_config config = {})
       : model_(model), config_(std::move(config)) {
@@ -79,10 +86,6 @@ class llama_cpp_adapter {
                     "model", "recurrent or hybrid",
                     "llama_memory_seq_rm cannot remove single positions from a recurrent state; "
                     "only attention-only models can be evicted");
-    AUDIOKV_REQUIRE(llama_model_n_swa(model) == 0, where, "model",
-                    ::audiokv::detail::describe("n_swa = ", llama_model_n_swa(model)).c_str(),
-                    "models with sliding-window layers (Gemma 2/3 style: a full and a window KV "
-                    "cache) are not supported; audiokv governs one full-attention KV cache");
     AUDIOKV_REQUIRE(params.flash_attn_type == LLAMA_FLASH_ATTN_TYPE_DISABLED, where,
                     "params.flash_attn_type", llama_flash_attn_type_name(params.flash_attn_type),
                     "must be LLAMA_FLASH_ATTN_TYPE_DISABLED: with flash attention (AUTO enables "
@@ -103,6 +106,7 @@ class llama_cpp_adapter {
     n_ctx_seq_ = static_cast<std::int32_t>(llama_n_ctx_seq(ctx_));
     n_ubatch_ = static_cast<std::int32_t>(llama_n_ubatch(ctx_));
     capture_.size(n_ctx_seq_, n_ubatch_);
+    for (auto& o : owner_) o.assign(static_cast<std::size_t>(n_ctx_seq_), -1);
   }
 
   llama_cpp_adapter(const llama_cpp_adapter&) = delete;
@@ -216,20 +220,18 @@ class llama_cpp_adapter {
 
     const auto t2 = clock::now();
     eviction_policy& p = *s->policy;
-    const float layer_scale = config_.layer_reduce == score_reduce::mean
-                                  ? 1.0f / static_cast<float>(capture_.scored_layers())
-                                  : 1.0f;
     for (std::int32_t t = 0; t < batch.n_tokens; ++t) {
       frame_meta f = s->next_frame(config_.text_frame, s->pos_max + 1);
       p.append(&f, 1);
       const std::int32_t n = p.num_cells();
-      s->cells[static_cast<std::size_t>(n - 1)] = capture_.cell(t);
-      const float* row = capture_.row(t);
-      for (std::int32_t j = 0; j < n; ++j) {
-        s->gather[static_cast<std::size_t>(j)] =
-            row[s->cells[static_cast<std::size_t>(j)]] * layer_scale;
+      for (std::int32_t c = 0; c < capture_.n_caches(); ++c) {
+        const std::int32_t cell = capture_.cell(t, c);
+        s->cells[c][static_cast<std::size_t>(n - 1)] = cell;
+        owner_[c][static_cast<std::size_t>(cell)] = owner_key(seq, s->pos_max + 1);
       }
+      gather_row(*s, t, n);
       p.observe(s->gather.data(), n);
+      s->gathered = n;
       s->pos_max += 1;
     }
     const auto t3 = clock::now();
@@ -281,11 +283,16 @@ class llama_cpp_adapter {
   const eviction_policy& policy(llama_seq_id seq) const {
     return *require(seq, "llama_cpp_adapter::policy").policy;
   }
-  /// [policy(seq).num_cells()] the KV cell of each policy slot (time order), parallel to
-  /// policy(seq).positions(). @throws audiokv::error naming "seq".
-  span<const std::int32_t> cells(llama_seq_id seq) const {
-    const sequence& s = require(seq, "llama_cpp_adapter::cells");
-    return span<const std::int32_t>(s.cells.data(),
+  /// [policy(seq).num_cells()] the cell in KV cache `cache` of each policy slot (time order),
+  /// parallel to policy(seq).positions(). A model with sliding-window layers has two caches
+  /// (n_caches()); cache 0 holds layer 0. In the window cache a slot's cell may since hold a
+  /// newer position (llama.cpp reuses the cells of positions that left the window).
+  /// @throws audiokv::error naming "seq", or "cache" outside [0, n_caches()).
+  span<const std::int32_t> cells(llama_seq_id seq, std::int32_t cache = 0) const {
+    constexpr const char* where = "llama_cpp_adapter::cells";
+    const sequence& s = require(seq, where);
+    require_cache(cache, where);
+    return span<const std::int32_t>(s.cells[cache].data(),
                                     static_cast<std::size_t>(s.policy->num_cells()));
   }
   /// The [p0, p1) ranges the last evict()/compress() of `seq` passed to llama_memory_seq_rm
@@ -305,18 +312,34 @@ class llama_cpp_adapter {
   llama_pos pos_max(llama_seq_id seq) const {
     return require(seq, "llama_cpp_adapter::pos_max").pos_max;
   }
-  /// The last decode's reduced attention row of token `t` over the context's cells:
-  /// [n_kv()] floats, before the layer mean's division (rows of a mean sum to the number of
-  /// scored layers). For tests and diagnostics.
-  /// @throws audiokv::error naming "t" outside the last decode's tokens.
-  span<const float> last_row(std::int32_t t) const {
+  /// The last decode's reduced attention row of token `t` over the cells of KV cache `cache`:
+  /// [n_kv(cache)] floats, before the layer mean's division (with head mean, a row sums to
+  /// the number of scored layers writing to that cache). For tests and diagnostics.
+  /// @throws audiokv::error naming "t" outside the last decode's tokens, or "cache".
+  span<const float> last_row(std::int32_t t, std::int32_t cache = 0) const {
+    constexpr const char* where = "llama_cpp_adapter::last_row";
     const std::int32_t tokens = capture_.last_tokens();
-    AUDIOKV_REQUIRE(t >= 0 && t < tokens, "llama_cpp_adapter::last_row", "t", t,
+    AUDIOKV_REQUIRE(t >= 0 && t < tokens, where, "t", t,
                     ::audiokv::detail::describe("must lie in [0, ", tokens, ")").c_str());
-    return span<const float>(capture_.row(t), static_cast<std::size_t>(capture_.n_kv()));
+    require_cache(cache, where);
+    return span<const float>(capture_.row(t, cache),
+                             static_cast<std::size_t>(capture_.n_kv(cache)));
   }
-  /// Columns of the last decode's softmax (llama.cpp's n_kv: used cells rounded up to 256).
-  std::int32_t n_kv() const noexcept { return capture_.n_kv(); }
+  /// The scores the policy of `seq` observed for the last token decoded: one per slot, in the
+  /// slot order of that moment (before any evict() since). For tests and diagnostics.
+  /// @throws audiokv::error naming "seq".
+  span<const float> last_scores(llama_seq_id seq) const {
+    const sequence& s = require(seq, "llama_cpp_adapter::last_scores");
+    return span<const float>(s.gather.data(), static_cast<std::size_t>(s.gathered));
+  }
+  /// Columns of cache `cache`'s softmax in the last decode (llama.cpp's n_kv: used cells
+  /// rounded up to 256; 0 when no scored layer writes to it).
+  std::int32_t n_kv(std::int32_t cache = 0) const noexcept {
+    return cache >= 0 && cache < capture_.n_caches() ? capture_.n_kv(cache) : 0;
+  }
+  /// KV caches the model's attention layers write to: 1, or 2 with sliding-window layers (a
+  /// full and a window cache). Known after the first decode (0 before).
+  std::int32_t n_caches() const noexcept { return capture_.n_caches(); }
   /// Number of layers whose softmax is captured.
   std::int32_t scored_layers() const noexcept { return capture_.scored_layers(); }
   /// Accumulated timings.
@@ -340,6 +363,46 @@ class llama_cpp_adapter {
     sequence* s = find(seq);
     AUDIOKV_REQUIRE(s != nullptr, where, "seq", seq, "is not a managed sequence");
     return *s;
+  }
+
+  void require_cache(std::int32_t cache, const char* where) const {
+    AUDIOKV_REQUIRE(
+        cache >= 0 && cache < capture_.n_caches(), where, "cache", cache,
+        ::audiokv::detail::describe("must lie in [0, n_caches() = ", capture_.n_caches(), ")")
+            .c_str());
+  }
+
+  // Who holds a cell: the sequence and position written to it last.
+  static std::int64_t owner_key(llama_seq_id seq, llama_pos pos) noexcept {
+    return (static_cast<std::int64_t>(seq) << 32) | static_cast<std::uint32_t>(pos);
+  }
+
+  // s.gather[j] = slot j's score from token t's rows: per cache, the row at the slot's cell
+  // while the slot's position still holds it (the window cache reuses cells of positions that
+  // left the window) and the cell lies among the softmax's columns; summed over the caches
+  // (layer mean, then divided by the scored layers) or maxed (layer max).
+  void gather_row(sequence& s, std::int32_t t, std::int32_t n) {
+    const bool layer_max = config_.layer_reduce == score_reduce::max;
+    const float layer_scale =
+        layer_max ? 1.0f : 1.0f / static_cast<float>(capture_.scored_layers());
+    const std::int32_t* pos = s.policy->positions();
+    std::fill(s.gather.begin(), s.gather.begin() + n, 0.0f);
+    for (std::int32_t c = 0; c < capture_.n_caches(); ++c) {
+      if (!capture_.scored(c)) continue;
+      const float* row = capture_.row(t, c);
+      const std::int32_t n_kv = capture_.n_kv(c);
+      const std::int32_t* cell = s.cells[c].data();
+      const std::int64_t* owner = owner_[c].data();
+      for (std::int32_t j = 0; j < n; ++j) {
+        const std::int32_t x = cell[j];
+        if (x >= n_kv || owner[x] != owner_key(s.id, pos[j])) continue;
+        float& g = s.gather[static_cast<std::size_t>(j)];
+        g = layer_max ? std::max(g, row[x]) : g + row[x];
+      }
+    }
+    if (!layer_max) {
+      for (std::int32_t j = 0; j < n; ++j) s.gather[static_cast<std::size_t>(j)] *= layer_scale;
+    }
   }
 
   void remove_range(sequence& s, llama_pos p0, llama_pos p1) {
@@ -380,6 +443,8 @@ class llama_cpp_adapter {
   std::int32_t n_ubatch_ = 0;
   std::vector<std::unique_ptr<sequence>> seqs_;
   llama_cpp_capture capture_;  // the attention and cells of the decode in flight
+  // [cache][cell] owner_key() of the sequence and position written to each cell last
+  std::vector<std::int64_t> owner_[llama_cpp_max_caches];
 
   llama_cpp_timings timings_;
 };

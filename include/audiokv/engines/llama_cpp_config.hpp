@@ -14,6 +14,10 @@
 
 namespace audiokv::engines {
 
+/// The most KV caches a model's attention layers write to: one, or with sliding-window layers
+/// (Gemma 2/3) a full cache and a window cache, each with its own cell indices.
+inline constexpr std::int32_t llama_cpp_max_caches = 2;
+
 /// How the query heads of a layer, or the scored layers, are reduced to one score per cell.
 enum class score_reduce : std::uint8_t {
   mean = 0,  ///< the mean probability (each token's row still sums to 1)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /// @file
-/// One sequence of the llama.cpp adapter: its policy, the map policy slot -> KV cell, the
-/// audio frames the engine marked, and the position ranges a plan removes from the context.
+/// One sequence of the llama.cpp adapter: its policy, the map policy slot -> KV cell (one per
+/// KV cache), the audio frames the engine marked, and the position ranges a plan removes from
+/// the context.
 /// Needs llama.h (for llama_seq_id and llama_pos).
 #pragma once
 
@@ -24,22 +25,24 @@
 namespace audiokv::engines {
 
 /// @brief A sequence under an eviction policy: the policy (time-ordered slots), the KV cell of
-/// each slot, and the buffers of its decode and eviction steps, sized once for the policy's
-/// capacity.
+/// each slot in each of the model's KV caches, and the buffers of its decode and eviction
+/// steps, sized once for the policy's capacity.
 struct llama_cpp_sequence {
   /// Takes `policy` for sequence `seq_id`; sizes every buffer for policy->capacity().
   llama_cpp_sequence(llama_seq_id seq_id, std::unique_ptr<eviction_policy> p)
       : id(seq_id), policy(std::move(p)) {
-    cells.assign(static_cast<std::size_t>(policy->capacity()), -1);
+    for (auto& c : cells) c.assign(static_cast<std::size_t>(policy->capacity()), -1);
     gather.assign(static_cast<std::size_t>(policy->capacity()), 0.0f);
     plan.reserve(policy->capacity());
     ranges.reserve(static_cast<std::size_t>(policy->capacity()));
   }
 
-  llama_seq_id id = 0;                                  ///< the sequence
-  std::unique_ptr<eviction_policy> policy;              ///< its policy
-  std::vector<std::int32_t> cells;                      ///< [capacity] KV cell of each slot
+  llama_seq_id id = 0;                      ///< the sequence
+  std::unique_ptr<eviction_policy> policy;  ///< its policy
+  /// [cache][capacity] the KV cell of each slot in each cache (llama_cpp_max_caches)
+  std::vector<std::int32_t> cells[llama_cpp_max_caches];
   std::vector<float> gather;                            ///< [capacity] a row in slot order
+  std::int32_t gathered = 0;                            ///< slots of the last row gathered
   eviction_plan plan;                                   ///< the plan being carried out
   std::vector<std::pair<llama_pos, llama_pos>> ranges;  ///< [p0, p1) the plan removes
   std::vector<frame_meta> audio;                        ///< marked frames, ascending positions
@@ -136,13 +139,15 @@ struct llama_cpp_sequence {
     return true;
   }
 
-  /// Applies `plan` to the policy and moves each kept slot's cell by the plan's move map.
+  /// Applies `plan` to the policy and moves each kept slot's cells by the plan's move map.
   void apply_plan() {
     const std::int32_t n = policy->num_cells();
     policy->apply(plan);
-    for (std::int32_t k = 0; k < n; ++k) {
-      const std::int32_t to = plan.move_to[static_cast<std::size_t>(k)];
-      if (to >= 0) cells[static_cast<std::size_t>(to)] = cells[static_cast<std::size_t>(k)];
+    for (auto& c : cells) {
+      for (std::int32_t k = 0; k < n; ++k) {
+        const std::int32_t to = plan.move_to[static_cast<std::size_t>(k)];
+        if (to >= 0) c[static_cast<std::size_t>(to)] = c[static_cast<std::size_t>(k)];
+      }
     }
   }
 };
