@@ -18,7 +18,7 @@
 #                   most), then at 128 cells counting the whole rest of that run
 #   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
 #   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
-#   passkey_once2k, passkey_stream2k   both settings on 2048-token prompts
+#   passkey_once2k, passkey_stream2k   both settings on 2048-token prompts (4k, 8k: 4096, 8192)
 #   cost            tokens/s and the adapter's cost split at a 2k context, full and audiokv
 #   cost4k          the same at a 4k context (4,096-token prompt), full and audiokv
 #   stream16k       a 16k-token stream through 256 cells with n_ctx = budget + margin
@@ -124,13 +124,14 @@ for suite in "$@"; do
         --depths 10,50,90 --policies audiokv,context_shift,streaming_llm,h2o,tova \
         --budgets 20% >/dev/null
       finish passkey_stream ;;
-    passkey_once2k | passkey_stream2k)
-      # The same two settings on 2,048-token prompts.
+    passkey_once[248]k | passkey_stream[248]k)
+      # The same two settings on 2,048-, 4,096- and 8,192-token prompts.
       mode=${suite#passkey_}
-      mode=${mode%2k}
+      k=${mode//[a-z]/}
+      mode=${mode%"${k}k"}
       policies=full,audiokv,snapkv,h2o,tova
       [[ $mode == stream ]] && policies=audiokv,context_shift,streaming_llm,h2o,tova
-      run "$suite" --task passkey --passkey-mode "$mode" --max-tokens 2048 \
+      run "$suite" --task passkey --passkey-mode "$mode" --max-tokens $((k * 1024)) \
         --depths 10,50,90 --policies "$policies" --budgets 20% >/dev/null
       finish "$suite" ;;
     cost)
