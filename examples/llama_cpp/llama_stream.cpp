@@ -215,33 +215,61 @@ options parse(int argc, char** argv) {
   return o;
 }
 
+// Bytes in [lo, hi] allowed after a UTF-8 lead byte (RFC 3629: no overlong forms, surrogates
+// or code points above U+10FFFF); the length of the sequence it starts, 0 if none.
+int utf8_length(unsigned char lead, unsigned char& lo, unsigned char& hi) {
+  lo = 0x80;
+  hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) return 2;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+    return 3;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+    return 4;
+  }
+  return 0;
+}
+
+// A JSON string's contents: quotes, backslashes and control characters escaped, and every byte
+// that is not part of a valid UTF-8 sequence replaced by U+FFFD (a model's tokens may end or
+// begin inside a character, and JSON must be UTF-8).
 std::string json_escape(const std::string& s) {
   std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else {
+      unsigned char lo = 0, hi = 0;
+      const int n = utf8_length(c, lo, hi);
+      bool valid = n > 0 && i + static_cast<std::size_t>(n) <= s.size();
+      for (int k = 1; valid && k < n; ++k) {
+        const auto b = static_cast<unsigned char>(s[i + static_cast<std::size_t>(k)]);
+        valid = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+      }
+      if (valid) {
+        out.append(s, i, static_cast<std::size_t>(n));
+        i += static_cast<std::size_t>(n - 1);
+      } else {
+        out += "\xEF\xBF\xBD";  // U+FFFD
+      }
     }
   }
   return out;
