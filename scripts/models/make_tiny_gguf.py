@@ -17,7 +17,12 @@ too, so that a second attention-only architecture is covered.
 window: llama.cpp keeps a full and a window KV cache), which the adapter governs both of, and
 --arch mamba a Mamba model (recurrent memory), which the adapter must reject at construction.
 
+--tokenizer bytes gives the model a SentencePiece-style vocabulary of 259 tokens (<unk>, <s>,
+</s> and the 256 byte-fallback tokens <0x00> ... <0xFF>): llama.cpp tokenizes any UTF-8 text into
+bytes with it, so examples that take text (examples/llama_cpp/llama_stream) run on the tiny model.
+
 Usage: make_tiny_gguf.py OUT.gguf [--arch qwen2|llama|gemma2|mamba] [--layers N] [--seed S]
+                         [--tokenizer none|bytes]
 Needs the `gguf` package from PyPI (0.19.0, the version vendored with llama.cpp 0c1e57098).
 """
 import argparse
@@ -43,9 +48,12 @@ def main() -> int:
     ap.add_argument("--vocab", type=int, default=256)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--tokenizer", choices=["none", "bytes"], default="none")
     a = ap.parse_args()
     if a.heads % a.kv_heads:
         ap.error("--heads must be a multiple of --kv-heads")
+    if a.tokenizer == "bytes":
+        a.vocab = 3 + 256
 
     rng = np.random.default_rng(a.seed)
     n_embd = a.heads * a.head_dim
@@ -78,7 +86,21 @@ def main() -> int:
         w.add_ssm_time_step_rank(4)
     w.add_vocab_size(a.vocab)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("none")
+    if a.tokenizer == "bytes":
+        # SentencePiece with byte fallback: every byte of the text becomes its <0xNN> token.
+        tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+        types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+        types += [gguf.TokenType.BYTE] * 256
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores([0.0] * len(tokens))
+        w.add_token_types(types)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(True)
+    else:
+        w.add_tokenizer_model("none")
 
     s_in = 1.0 / np.sqrt(n_embd)
     # Larger q/k weights give peaked (not uniform) attention, so eviction changes the logits.
