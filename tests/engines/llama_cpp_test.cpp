@@ -334,6 +334,46 @@ TEST_F(LlamaCpp, NewestPositionDeferred) {
   EXPECT_GT(deferred, 0) << "no plan evicted the newest cell; the deferral was not exercised";
 }
 
+// Two sequences evicting in one context, in separate streams (cell indices repeat per stream)
+// and in one unified cache (freed cells pass between sequences): with head and layer means each
+// token's scores over its own sequence's cells sum to 1, so no sequence reads a cell the other
+// one wrote (a newest cell the last plan dropped, attended once more, is the only mass no slot
+// holds), and each keeps its budget.
+TEST_F(LlamaCpp, TwoSequencesKeepTheirOwnCells) {
+  for (const bool unified : {false, true}) {
+    SCOPED_TRACE(unified ? "unified cache" : "one stream per sequence");
+    llama_context_params p = params(512);
+    p.n_seq_max = 2;
+    p.kv_unified = unified;
+    audiokv::llama_cpp_config config;
+    config.head_reduce = audiokv::score_reduce::mean;
+    config.layer_reduce = audiokv::score_reduce::mean;
+    audiokv::llama_cpp_adapter adapter(model_, p, config);
+    adapter.add_sequence(0, "h2o", options(40, 56));
+    adapter.add_sequence(1, "tova", options(24, 40));
+    const auto tokens = random_tokens(240, 13);
+    batch_holder b(64);
+    llama_pos next[2] = {0, 0};
+    for (int step = 0; step < 60; ++step) {
+      const llama_seq_id seq = step % 2;
+      const int m = 1 + step % 7;
+      // A newest cell the last plan dropped is still attended in this decode, by no slot.
+      const bool deferred = adapter.deferred(seq) >= 0;
+      ASSERT_EQ(adapter.decode(b.fill(tokens.data() + next[seq] % 200, m, next[seq], seq)), 0);
+      next[seq] += m;
+      double sum = 0.0;
+      for (float x : adapter.last_scores(seq)) sum += x;
+      if (deferred) {
+        EXPECT_LT(sum, 1.0 + 1e-4) << "sequence " << seq << " step " << step;
+      } else {
+        EXPECT_NEAR(sum, 1.0, 1e-4) << "sequence " << seq << " step " << step;
+      }
+      adapter.evict(seq);
+      EXPECT_LE(adapter.policy(seq).num_cells(), seq == 0 ? 40 : 24);
+    }
+  }
+}
+
 // ---- speech rules: audio spans reach the policy ----
 
 TEST_F(LlamaCpp, AudioSpansReachThePolicy) {

@@ -106,7 +106,6 @@ class llama_cpp_adapter {
     n_ctx_seq_ = static_cast<std::int32_t>(llama_n_ctx_seq(ctx_));
     n_ubatch_ = static_cast<std::int32_t>(llama_n_ubatch(ctx_));
     capture_.size(n_ctx_seq_, n_ubatch_);
-    for (auto& o : owner_) o.assign(static_cast<std::size_t>(n_ctx_seq_), -1);
   }
 
   llama_cpp_adapter(const llama_cpp_adapter&) = delete;
@@ -151,7 +150,7 @@ class llama_cpp_adapter {
             ", n_ctx = ", n_ctx_, " for all managed sequences (", total,
             " needed); raise n_ctx to budget + margin")
             .c_str());
-    seqs_.push_back(std::make_unique<sequence>(seq, std::move(policy)));
+    seqs_.push_back(std::make_unique<sequence>(seq, std::move(policy), n_ctx_seq_));
   }
 
   /// add_sequence() with make_policy(name, options).
@@ -227,7 +226,7 @@ class llama_cpp_adapter {
       for (std::int32_t c = 0; c < capture_.n_caches(); ++c) {
         const std::int32_t cell = capture_.cell(t, c);
         s->cells[c][static_cast<std::size_t>(n - 1)] = cell;
-        owner_[c][static_cast<std::size_t>(cell)] = owner_key(seq, s->pos_max + 1);
+        s->writer[c][static_cast<std::size_t>(cell)] = s->pos_max + 1;
       }
       gather_row(*s, t, n);
       p.observe(s->gather.data(), n);
@@ -372,13 +371,8 @@ class llama_cpp_adapter {
             .c_str());
   }
 
-  // Who holds a cell: the sequence and position written to it last.
-  static std::int64_t owner_key(llama_seq_id seq, llama_pos pos) noexcept {
-    return (static_cast<std::int64_t>(seq) << 32) | static_cast<std::uint32_t>(pos);
-  }
-
   // s.gather[j] = slot j's score from token t's rows: per cache, the row at the slot's cell
-  // while the slot's position still holds it (the window cache reuses cells of positions that
+  // while the slot's position is its writer (the window cache reuses cells of positions that
   // left the window) and the cell lies among the softmax's columns; summed over the caches
   // (layer mean, then divided by the scored layers) or maxed (layer max).
   void gather_row(sequence& s, std::int32_t t, std::int32_t n) {
@@ -392,10 +386,10 @@ class llama_cpp_adapter {
       const float* row = capture_.row(t, c);
       const std::int32_t n_kv = capture_.n_kv(c);
       const std::int32_t* cell = s.cells[c].data();
-      const std::int64_t* owner = owner_[c].data();
+      const llama_pos* writer = s.writer[c].data();
       for (std::int32_t j = 0; j < n; ++j) {
         const std::int32_t x = cell[j];
-        if (x >= n_kv || owner[x] != owner_key(s.id, pos[j])) continue;
+        if (x >= n_kv || writer[x] != pos[j]) continue;
         float& g = s.gather[static_cast<std::size_t>(j)];
         g = layer_max ? std::max(g, row[x]) : g + row[x];
       }
@@ -443,8 +437,6 @@ class llama_cpp_adapter {
   std::int32_t n_ubatch_ = 0;
   std::vector<std::unique_ptr<sequence>> seqs_;
   llama_cpp_capture capture_;  // the attention and cells of the decode in flight
-  // [cache][cell] owner_key() of the sequence and position written to each cell last
-  std::vector<std::int64_t> owner_[llama_cpp_max_caches];
 
   llama_cpp_timings timings_;
 };

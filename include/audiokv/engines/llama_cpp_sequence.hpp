@@ -28,10 +28,12 @@ namespace audiokv::engines {
 /// each slot in each of the model's KV caches, and the buffers of its decode and eviction
 /// steps, sized once for the policy's capacity.
 struct llama_cpp_sequence {
-  /// Takes `policy` for sequence `seq_id`; sizes every buffer for policy->capacity().
-  llama_cpp_sequence(llama_seq_id seq_id, std::unique_ptr<eviction_policy> p)
+  /// Takes `policy` for sequence `seq_id`; sizes every buffer for policy->capacity(), and the
+  /// cells' writers for `n_cells` cells per cache (llama_n_ctx_seq).
+  llama_cpp_sequence(llama_seq_id seq_id, std::unique_ptr<eviction_policy> p, std::int32_t n_cells)
       : id(seq_id), policy(std::move(p)) {
     for (auto& c : cells) c.assign(static_cast<std::size_t>(policy->capacity()), -1);
+    for (auto& w : writer) w.assign(static_cast<std::size_t>(n_cells), -1);
     gather.assign(static_cast<std::size_t>(policy->capacity()), 0.0f);
     plan.reserve(policy->capacity());
     ranges.reserve(static_cast<std::size_t>(policy->capacity()));
@@ -41,6 +43,11 @@ struct llama_cpp_sequence {
   std::unique_ptr<eviction_policy> policy;  ///< its policy
   /// [cache][capacity] the KV cell of each slot in each cache (llama_cpp_max_caches)
   std::vector<std::int32_t> cells[llama_cpp_max_caches];
+  /// [cache][cell] the position of this sequence written to each cell last, -1 none: a slot
+  /// reads its cell only while it is the writer (a window cache reuses the cells of positions
+  /// that left the window; another sequence's token in a shared cell is masked in this
+  /// sequence's rows anyway).
+  std::vector<llama_pos> writer[llama_cpp_max_caches];
   std::vector<float> gather;                            ///< [capacity] a row in slot order
   std::int32_t gathered = 0;                            ///< slots of the last row gathered
   eviction_plan plan;                                   ///< the plan being carried out
