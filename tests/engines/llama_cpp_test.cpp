@@ -30,16 +30,33 @@ void quiet(ggml_log_level level, const char* text, void*) {
   if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
 
+// The tiny model of `arch` on the CPU, or null (no AUDIOKV_TINY_GGUF_DIR, or not loadable).
+llama_model* load_tiny(const char* arch) {
+  llama_log_set(quiet, nullptr);
+  const std::string path = model_path(arch);
+  if (path.empty()) return nullptr;
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  return llama_model_load_from_file(path.c_str(), mp);
+}
+
+// One sequence, ubatches of 64, one thread, flash attention off (the adapter's requirement).
+llama_context_params tiny_context(int n_ctx) {
+  llama_context_params p = llama_context_default_params();
+  p.n_ctx = static_cast<std::uint32_t>(n_ctx);
+  p.n_batch = p.n_ubatch = 64;
+  p.n_seq_max = 1;
+  p.n_threads = p.n_threads_batch = 1;
+  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  p.no_perf = true;
+  return p;
+}
+
 class LlamaCpp : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    llama_log_set(quiet, nullptr);
     llama_backend_init();
-    const std::string path = model_path("qwen2");
-    if (path.empty()) return;
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers = 0;
-    model_ = llama_model_load_from_file(path.c_str(), mp);
+    model_ = load_tiny("qwen2");
   }
   static void TearDownTestSuite() {
     if (model_ != nullptr) llama_model_free(model_);
@@ -49,16 +66,7 @@ class LlamaCpp : public ::testing::Test {
     ASSERT_NE(model_, nullptr) << "no loadable tiny-qwen2.gguf in AUDIOKV_TINY_GGUF_DIR";
   }
 
-  static llama_context_params params(int n_ctx) {
-    llama_context_params p = llama_context_default_params();
-    p.n_ctx = static_cast<std::uint32_t>(n_ctx);
-    p.n_batch = p.n_ubatch = 64;
-    p.n_seq_max = 1;
-    p.n_threads = p.n_threads_batch = 1;
-    p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    p.no_perf = true;
-    return p;
-  }
+  static llama_context_params params(int n_ctx) { return tiny_context(n_ctx); }
 
   static std::vector<llama_token> random_tokens(int n, unsigned seed) {
     std::mt19937 rng(seed);
@@ -177,13 +185,7 @@ stream_check run_stream(llama_model* model, const char* policy, int budget, int 
   std::vector<llama_token> tokens(static_cast<std::size_t>(n));
   for (auto& x : tokens) x = static_cast<llama_token>(rng() % static_cast<unsigned>(n_vocab));
 
-  llama_context_params p = llama_context_default_params();
-  p.n_ctx = static_cast<std::uint32_t>(capacity + 1);
-  p.n_batch = p.n_ubatch = 64;
-  p.n_seq_max = 1;
-  p.n_threads = p.n_threads_batch = 1;
-  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  p.no_perf = true;
+  const llama_context_params p = tiny_context(capacity + 1);
   audiokv::llama_cpp_adapter adapter(model, p);
   adapter.add_sequence(0, policy, options(budget, capacity, seed));
   llama_context* ref = llama_init_from_model(model, p);
@@ -569,13 +571,8 @@ TEST_F(LlamaCpp, EvictionRuleBudgetHoldsThePolicyAtItsBudget) {
 // Llama (no q/k/v biases, its own graph builder) streams under the same checks as qwen2: the
 // adapter reads nothing architecture-specific.
 TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
-  llama_log_set(quiet, nullptr);
-  const std::string path = model_path("llama");
-  ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
-  ASSERT_NE(m, nullptr);
+  llama_model* m = load_tiny("llama");
+  ASSERT_NE(m, nullptr) << "no loadable tiny-llama.gguf in AUDIOKV_TINY_GGUF_DIR";
   char arch[32] = {};
   ASSERT_GT(llama_model_meta_val_str(m, "general.architecture", arch, sizeof(arch)), 0);
   EXPECT_STREQ(arch, "llama");
@@ -597,13 +594,8 @@ TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
 // llama.cpp with the same positions removed, both cell maps right after refills, the window
 // cache's row non-zero exactly on the held positions inside the window.
 TEST(LlamaCppModels, SlidingWindowModelStreamsWithBothCaches) {
-  llama_log_set(quiet, nullptr);
-  const std::string path = model_path("gemma2");
-  ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
-  ASSERT_NE(m, nullptr);
+  llama_model* m = load_tiny("gemma2");
+  ASSERT_NE(m, nullptr) << "no loadable tiny-gemma2.gguf in AUDIOKV_TINY_GGUF_DIR";
   ASSERT_EQ(llama_model_n_swa(m), 32);
   for (const char* name : {"audiokv", "h2o", "tova"}) {
     SCOPED_TRACE(name);
@@ -623,19 +615,10 @@ TEST(LlamaCppModels, SlidingWindowModelStreamsWithBothCaches) {
 // after the window cache has reused the cells of positions that left the window (a slot
 // still reading its old cell would count the newer position twice).
 TEST(LlamaCppModels, SlidingWindowModelUnchangedWithoutEviction) {
-  llama_log_set(quiet, nullptr);
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  llama_model* m = llama_model_load_from_file(model_path("gemma2").c_str(), mp);
-  ASSERT_NE(m, nullptr);
-  llama_context_params p = llama_context_default_params();
-  p.n_ctx = 512;
-  p.n_batch = p.n_ubatch = 64;
-  p.n_seq_max = 1;
-  p.n_threads = p.n_threads_batch = 1;
-  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  llama_model* m = load_tiny("gemma2");
+  ASSERT_NE(m, nullptr) << "no loadable tiny-gemma2.gguf in AUDIOKV_TINY_GGUF_DIR";
+  llama_context_params p = tiny_context(512);
   p.swa_full = false;  // a window cache of 256 cells (n_swa + n_ubatch, padded), not n_ctx
-  p.no_perf = true;
   llama_context* plain = llama_init_from_model(m, p);
   ASSERT_NE(plain, nullptr);
   audiokv::llama_cpp_config config;
@@ -682,19 +665,11 @@ TEST(LlamaCppModels, SlidingWindowModelUnchangedWithoutEviction) {
 // ---- models the adapter does not govern ----
 
 TEST(LlamaCppModels, RecurrentModelRejected) {
-  llama_log_set(quiet, nullptr);
-  const std::string path = model_path("mamba");
-  ASSERT_FALSE(path.empty()) << "AUDIOKV_TINY_GGUF_DIR is not set";
-  llama_model_params mp = llama_model_default_params();
-  mp.n_gpu_layers = 0;
-  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
-  ASSERT_NE(m, nullptr);
-  llama_context_params p = llama_context_default_params();
-  p.n_ctx = 256;
-  p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  llama_model* m = load_tiny("mamba");
+  ASSERT_NE(m, nullptr) << "no loadable tiny-mamba.gguf in AUDIOKV_TINY_GGUF_DIR";
   std::string arg, what;
   try {
-    audiokv::llama_cpp_adapter a(m, p);
+    audiokv::llama_cpp_adapter a(m, tiny_context(256));
   } catch (const audiokv::error& e) {
     arg = e.argument();
     what = e.what();
