@@ -229,12 +229,13 @@ def main():
                   "compressed once after prefill, question in the window")
     passkey_table(load(os.path.join(d, "llm_passkey_stream.jsonl")), out,
                   "chunked prefill of 64, eviction between chunks, question unseen")
-    for mode, title in (("once", "compressed once after prefill, question in the window"),
-                        ("stream", "chunked prefill of 64, eviction between chunks, question "
-                                   "unseen")):
-        rows = load(os.path.join(d, f"llm_passkey_{mode}2k.jsonl"))
-        if rows:
-            passkey_table(rows, out, title)
+    for size in ("2k", "4k", "8k"):
+        for mode, title in (("once", "compressed once after prefill, question in the window"),
+                            ("stream", "chunked prefill of 64, eviction between chunks, question "
+                                       "unseen")):
+            rows = load(os.path.join(d, f"llm_passkey_{mode}{size}.jsonl"))
+            if rows:
+                passkey_table(rows, out, title)
     out.append("## Cost\n")
     cost_table(load(os.path.join(d, "llm_cost.jsonl")) + load(os.path.join(d, "llm_cost4k.jsonl"))
                + load(os.path.join(d, "llm_stream16k.jsonl")), out)
