@@ -373,8 +373,8 @@ class llama_cpp_adapter {
 
   // s.gather[j] = slot j's score from token t's rows: per cache, the row at the slot's cell
   // while the slot's position is its writer (the window cache reuses cells of positions that
-  // left the window) and the cell lies among the softmax's columns; summed over the caches
-  // (layer mean, then divided by the scored layers) or maxed (layer max).
+  // left the window) and the cell lies among the softmax's columns; over the caches the sum of
+  // row / scored layers (layer mean) or the max (layer max).
   void gather_row(sequence& s, std::int32_t t, std::int32_t n) {
     const bool layer_max = config_.layer_reduce == score_reduce::max;
     const float layer_scale =
@@ -391,11 +391,8 @@ class llama_cpp_adapter {
         const std::int32_t x = cell[j];
         if (x >= n_kv || writer[x] != pos[j]) continue;
         float& g = s.gather[static_cast<std::size_t>(j)];
-        g = layer_max ? std::max(g, row[x]) : g + row[x];
+        g = layer_max ? std::max(g, row[x]) : g + row[x] * layer_scale;
       }
-    }
-    if (!layer_max) {
-      for (std::int32_t j = 0; j < n; ++j) s.gather[static_cast<std::size_t>(j)] *= layer_scale;
     }
   }
 
@@ -419,7 +416,7 @@ class llama_cpp_adapter {
     const llama_pos newest_pos = s.policy->positions()[n - 1];
     for (const auto& r : s.ranges) remove_range(s, r.first, r.second);
     const auto t0 = clock::now();
-    s.apply_plan();
+    s.apply_plan(capture_.n_caches());
     timings_.plan += seconds(t0, clock::now());
     if (newest) s.deferred = newest_pos;
     ++timings_.evictions;

@@ -146,14 +146,16 @@ struct llama_cpp_sequence {
     return true;
   }
 
-  /// Applies `plan` to the policy and moves each kept slot's cells by the plan's move map.
-  void apply_plan() {
+  /// Applies `plan` to the policy and moves each kept slot's cells in the first `n_caches`
+  /// caches by the plan's move map.
+  void apply_plan(std::int32_t n_caches) {
     const std::int32_t n = policy->num_cells();
     policy->apply(plan);
-    for (auto& c : cells) {
+    for (std::int32_t c = 0; c < n_caches; ++c) {
+      std::vector<std::int32_t>& cell = cells[c];
       for (std::int32_t k = 0; k < n; ++k) {
         const std::int32_t to = plan.move_to[static_cast<std::size_t>(k)];
-        if (to >= 0) c[static_cast<std::size_t>(to)] = c[static_cast<std::size_t>(k)];
+        if (to >= 0) cell[static_cast<std::size_t>(to)] = cell[static_cast<std::size_t>(k)];
       }
     }
   }
