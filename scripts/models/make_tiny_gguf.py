@@ -17,12 +17,17 @@ too, so that a second attention-only architecture is covered.
 window: llama.cpp keeps a full and a window KV cache), which the adapter governs both of, and
 --arch mamba a Mamba model (recurrent memory), which the adapter must reject at construction.
 
+--arch qwen3 (no q/k/v biases, RMS norm on each head's q and k) and --arch gemma3 (those norms
+and Gemma 2's post-norms; with --layers 6, its default here, layers 0-4 attend through the
+32-position window and layer 5 attends everything, llama.cpp's pattern of 6) are the graphs of
+the small models people run most (Qwen3 0.6B, Gemma 3 270M / 1B).
+
 --tokenizer bytes gives the model a SentencePiece-style vocabulary of 259 tokens (<unk>, <s>,
 </s> and the 256 byte-fallback tokens <0x00> ... <0xFF>): llama.cpp tokenizes any UTF-8 text into
 bytes with it, so examples that take text (examples/llama_cpp/llama_stream) run on the tiny model.
 
-Usage: make_tiny_gguf.py OUT.gguf [--arch qwen2|llama|gemma2|mamba] [--layers N] [--seed S]
-                         [--tokenizer none|bytes]
+Usage: make_tiny_gguf.py OUT.gguf [--arch qwen2|llama|qwen3|gemma2|gemma3|mamba] [--layers N]
+                         [--seed S] [--tokenizer none|bytes]
 Needs the `gguf` package from PyPI (0.19.0, the version vendored with llama.cpp 0c1e57098).
 """
 import argparse
@@ -39,8 +44,9 @@ except ImportError:  # pragma: no cover
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--arch", choices=["qwen2", "llama", "gemma2", "mamba"], default="qwen2")
-    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--arch", choices=["qwen2", "llama", "qwen3", "gemma2", "gemma3", "mamba"],
+                    default="qwen2")
+    ap.add_argument("--layers", type=int, default=0, help="default 3 (gemma3: 6)")
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--head-dim", type=int, default=16)
@@ -54,6 +60,9 @@ def main() -> int:
         ap.error("--heads must be a multiple of --kv-heads")
     if a.tokenizer == "bytes":
         a.vocab = 3 + 256
+    if a.layers <= 0:
+        a.layers = 6 if a.arch == "gemma3" else 3
+    gemma = a.arch in ("gemma2", "gemma3")
 
     rng = np.random.default_rng(a.seed)
     n_embd = a.heads * a.head_dim
@@ -77,7 +86,7 @@ def main() -> int:
         w.add_head_count(a.heads)
         w.add_head_count_kv(a.kv_heads)
         w.add_rope_freq_base(10000.0)
-    if a.arch == "gemma2":
+    if gemma:
         w.add_sliding_window(32)
     if a.arch == "mamba":
         w.add_ssm_conv_kernel(4)
@@ -106,7 +115,7 @@ def main() -> int:
     # Larger q/k weights give peaked (not uniform) attention, so eviction changes the logits.
     w.add_tensor("token_embd.weight", mat(a.vocab, n_embd, 1.0))
     w.add_tensor("output_norm.weight", vec(n_embd, 1.0, 0.1))
-    if a.arch != "gemma2":
+    if not gemma:
         w.add_tensor("output.weight", mat(a.vocab, n_embd, s_in))
     for i in range(a.layers):
         p = f"blk.{i}."
@@ -124,7 +133,7 @@ def main() -> int:
             w.add_tensor(p + "ssm_out.weight", mat(n_embd, d_inner, s_in))
             continue
         w.add_tensor(p + "attn_norm.weight", vec(n_embd, 1.0, 0.1))
-        biases = a.arch != "llama"
+        biases = a.arch == "qwen2"
         w.add_tensor(p + "attn_q.weight", mat(n_embd, n_embd, 2.0 * s_in))
         if biases:
             w.add_tensor(p + "attn_q.bias", vec(n_embd, 0.0, 0.1))
@@ -134,8 +143,11 @@ def main() -> int:
         w.add_tensor(p + "attn_v.weight", mat(n_kv, n_embd, s_in))
         if biases:
             w.add_tensor(p + "attn_v.bias", vec(n_kv, 0.0, 0.1))
+        if a.arch in ("qwen3", "gemma3"):
+            w.add_tensor(p + "attn_q_norm.weight", vec(a.head_dim, 1.0, 0.1))
+            w.add_tensor(p + "attn_k_norm.weight", vec(a.head_dim, 1.0, 0.1))
         w.add_tensor(p + "attn_output.weight", mat(n_embd, n_embd, s_in))
-        if a.arch == "gemma2":
+        if gemma:
             w.add_tensor(p + "post_attention_norm.weight", vec(n_embd, 1.0, 0.1))
             w.add_tensor(p + "post_ffw_norm.weight", vec(n_embd, 1.0, 0.1))
         w.add_tensor(p + "ffn_norm.weight", vec(n_embd, 1.0, 0.1))

@@ -3,7 +3,8 @@
 // random-weight qwen2 GGUF (scripts/models/make_tiny_gguf.py): logits identical to llama.cpp
 // alone while nothing is evicted; every seq_rm range covers exactly the evicted cells; the
 // cell map stays right after freed cells are refilled; positions never change; misuse rejected.
-// The same checks on llama and on gemma2 (a full and a window cache); mamba is rejected.
+// The same checks on llama, qwen3, gemma2 and gemma3 (a full and a window cache); mamba is
+// rejected.
 #include <gtest/gtest.h>
 #include <audiokv/engines/llama_cpp.hpp>
 
@@ -585,6 +586,19 @@ TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
   llama_model_free(m);
 }
 
+// Qwen3 (no biases, RMS norm on each head's q and k before RoPE): the same checks.
+TEST(LlamaCppModels, Qwen3ArchitectureStreamsUnderTheSameChecks) {
+  llama_model* m = load_tiny("qwen3");
+  ASSERT_NE(m, nullptr) << "no loadable tiny-qwen3.gguf in AUDIOKV_TINY_GGUF_DIR";
+  for (const char* name : {"audiokv", "tova"}) {
+    SCOPED_TRACE(name);
+    const stream_check c = run_stream(m, name, 48, 300, 11);
+    EXPECT_GT(c.evictions, 5);
+    EXPECT_GT(c.evicted, 200);
+  }
+  llama_model_free(m);
+}
+
 // ---- sliding-window layers: a full and a window cache ----
 
 // Gemma 2 (layers 0 and 2 of 3 attend through a 32-position window): llama.cpp keeps a window
@@ -605,6 +619,25 @@ TEST(LlamaCppModels, SlidingWindowModelStreamsWithBothCaches) {
   }
   // A budget under the window: positions the window layers still attend are evicted too.
   const stream_check small = run_stream(m, "audiokv", 16, 200, 6, /*window_cache=*/0);
+  EXPECT_GT(small.evicted, 150);
+  llama_model_free(m);
+}
+
+// Gemma 3 (six layers, llama.cpp's pattern: layers 0-4 through the 32-position window, layer 5
+// over everything; q/k norms): the window cache holds five layers and the full cache one, and
+// the same checks hold.
+TEST(LlamaCppModels, Gemma3PatternStreamsWithBothCaches) {
+  llama_model* m = load_tiny("gemma3");
+  ASSERT_NE(m, nullptr) << "no loadable tiny-gemma3.gguf in AUDIOKV_TINY_GGUF_DIR";
+  ASSERT_EQ(llama_model_n_swa(m), 32);
+  ASSERT_EQ(llama_model_n_layer(m), 6);
+  for (const char* name : {"audiokv", "h2o"}) {
+    SCOPED_TRACE(name);
+    const stream_check c = run_stream(m, name, 48, 300, 13, /*window_cache=*/0);
+    EXPECT_GT(c.evictions, 5);
+    EXPECT_GT(c.evicted, 200);
+  }
+  const stream_check small = run_stream(m, "audiokv", 16, 200, 14, /*window_cache=*/0);
   EXPECT_GT(small.evicted, 150);
   llama_model_free(m);
 }
