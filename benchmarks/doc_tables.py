@@ -209,6 +209,30 @@ def ablation_table(protocol, ratio=0.2):
     return "\n".join(lines)
 
 
+def base_offline_table():
+    """Whisper base, offline: AudioKV, the stride and the oracle per set and retention, the
+    paired AudioKV minus stride, and runaways (quality_base.jsonl, quality_voices_base.jsonl)."""
+    lines = ["| test set | kept | AudioKV | uniform stride | oracle (ceiling) "
+             "| AudioKV − stride (95% CI); clips better–worse | runaways (AudioKV / stride / oracle) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, infix in (("Asterisk", "_base"), ("voices", "_voices_base")):
+        by = load_sweep("offline", infix)
+        n = len(full_run(by))
+        for x in RATIOS:
+            cells = []
+            for p in ("audiokv", "uniform_stride", ORACLE):
+                d, lo, hi = delta_of("offline", infix, p, x)
+                cells.append(f"{d:+.2f} {ci(lo, hi)}" if x != RATIOS[-1] else f"{d:+.2f}")
+            d, lo, hi, better, worse = paired_of("offline", infix, "audiokv", "uniform_stride", x)
+            diff = f"{d:+.2f} {ci(lo, hi)}"
+            runaways = " / ".join(str(sum(r["runaway"] for r in by[(p, x)].values()))
+                                  for p in ("audiokv", "uniform_stride", ORACLE))
+            lines.append(f"| {name} ({n} clips) | {int(100 * x)}% | " + " | ".join(cells) + " | "
+                         + (f"**{diff}**" if lo > 0 or hi < 0 else diff)
+                         + f"; {better}–{worse} | {runaways} |")
+    return "\n".join(lines)
+
+
 # The baselines a user could deploy: not AudioKV, not the stride, not a ceiling that reads the
 # future (an oracle row).
 BASELINES = [p for p in run_quality.POLICIES
@@ -415,6 +439,7 @@ REGIONS = {
     "offline_vs_stride": lambda: versus_stride_table(
         "offline", ["audiokv", "audiokv+merge", "audiokv+merge+hb0.5"]),
     "offline_ablation": lambda: ablation_table("offline"),
+    "base_offline": base_offline_table,
     "memory_features": memory_features,
     "prefetch": prefetch,
     "cpu_micro": cpu_micro,

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <set>
@@ -567,7 +568,24 @@ TEST_F(LlamaCpp, EvictionRuleBudgetHoldsThePolicyAtItsBudget) {
   EXPECT_THROW(audiokv::llama_cpp_adapter(model_, params(256), bad), audiokv::error);
 }
 
-// ---- another attention-only architecture ----
+// ---- other architectures ----
+
+// run_stream's checks on `m` for each policy at 48 cells over 300 tokens; with a window cache
+// also AudioKV at 16 cells, under the 32-position window, so positions the window layers still
+// attend are evicted too.
+void expect_streams(llama_model* m, std::initializer_list<const char*> policies, unsigned seed,
+                    int window_cache = -1) {
+  for (const char* name : policies) {
+    SCOPED_TRACE(name);
+    const stream_check c = run_stream(m, name, 48, 300, seed, window_cache);
+    EXPECT_GT(c.evictions, 5);
+    EXPECT_GT(c.evicted, 200);
+  }
+  if (window_cache >= 0) {
+    const stream_check small = run_stream(m, "audiokv", 16, 200, seed + 1, window_cache);
+    EXPECT_GT(small.evicted, 150);
+  }
+}
 
 // Llama (no q/k/v biases, its own graph builder) streams under the same checks as qwen2: the
 // adapter reads nothing architecture-specific.
@@ -577,12 +595,7 @@ TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
   char arch[32] = {};
   ASSERT_GT(llama_model_meta_val_str(m, "general.architecture", arch, sizeof(arch)), 0);
   EXPECT_STREQ(arch, "llama");
-  for (const char* name : {"audiokv", "h2o"}) {
-    SCOPED_TRACE(name);
-    const stream_check c = run_stream(m, name, 48, 300, 5);
-    EXPECT_GT(c.evictions, 5);
-    EXPECT_GT(c.evicted, 200);
-  }
+  expect_streams(m, {"audiokv", "h2o"}, 5);
   llama_model_free(m);
 }
 
@@ -590,12 +603,7 @@ TEST(LlamaCppModels, LlamaArchitectureStreamsUnderTheSameChecks) {
 TEST(LlamaCppModels, Qwen3ArchitectureStreamsUnderTheSameChecks) {
   llama_model* m = load_tiny("qwen3");
   ASSERT_NE(m, nullptr) << "no loadable tiny-qwen3.gguf in AUDIOKV_TINY_GGUF_DIR";
-  for (const char* name : {"audiokv", "tova"}) {
-    SCOPED_TRACE(name);
-    const stream_check c = run_stream(m, name, 48, 300, 11);
-    EXPECT_GT(c.evictions, 5);
-    EXPECT_GT(c.evicted, 200);
-  }
+  expect_streams(m, {"audiokv", "tova"}, 11);
   llama_model_free(m);
 }
 
@@ -611,15 +619,7 @@ TEST(LlamaCppModels, SlidingWindowModelStreamsWithBothCaches) {
   llama_model* m = load_tiny("gemma2");
   ASSERT_NE(m, nullptr) << "no loadable tiny-gemma2.gguf in AUDIOKV_TINY_GGUF_DIR";
   ASSERT_EQ(llama_model_n_swa(m), 32);
-  for (const char* name : {"audiokv", "h2o", "tova"}) {
-    SCOPED_TRACE(name);
-    const stream_check c = run_stream(m, name, 48, 300, 5, /*window_cache=*/0);
-    EXPECT_GT(c.evictions, 5);
-    EXPECT_GT(c.evicted, 200);
-  }
-  // A budget under the window: positions the window layers still attend are evicted too.
-  const stream_check small = run_stream(m, "audiokv", 16, 200, 6, /*window_cache=*/0);
-  EXPECT_GT(small.evicted, 150);
+  expect_streams(m, {"audiokv", "h2o", "tova"}, 5, /*window_cache=*/0);
   llama_model_free(m);
 }
 
@@ -631,14 +631,7 @@ TEST(LlamaCppModels, Gemma3PatternStreamsWithBothCaches) {
   ASSERT_NE(m, nullptr) << "no loadable tiny-gemma3.gguf in AUDIOKV_TINY_GGUF_DIR";
   ASSERT_EQ(llama_model_n_swa(m), 32);
   ASSERT_EQ(llama_model_n_layer(m), 6);
-  for (const char* name : {"audiokv", "h2o"}) {
-    SCOPED_TRACE(name);
-    const stream_check c = run_stream(m, name, 48, 300, 13, /*window_cache=*/0);
-    EXPECT_GT(c.evictions, 5);
-    EXPECT_GT(c.evicted, 200);
-  }
-  const stream_check small = run_stream(m, "audiokv", 16, 200, 14, /*window_cache=*/0);
-  EXPECT_GT(small.evicted, 150);
+  expect_streams(m, {"audiokv", "h2o"}, 13, /*window_cache=*/0);
   llama_model_free(m);
 }
 
