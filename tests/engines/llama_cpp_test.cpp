@@ -525,6 +525,91 @@ TEST_F(LlamaCpp, MisuseRejectedAndStateUnchanged) {
   EXPECT_EQ(argument_of([&] { adapter.compress(0, -1); }), "target");
 }
 
+// Two sequences in one decode (what a serving loop batches), in a unified cache: every token's
+// logits equal llama.cpp's own with the same positions removed, each sequence's scores come
+// from its own tokens' rows over its own cells (they sum to 1 with head and layer means), and
+// each keeps its budget; in the batch the sequences' tokens come in blocks and interleaved.
+// With a stream per sequence llama.cpp reorders such a batch, so the adapter refuses it.
+TEST_F(LlamaCpp, SequencesShareOneDecodeInAUnifiedCache) {
+  llama_context_params p = params(512);
+  p.n_seq_max = 2;
+  p.kv_unified = true;
+  audiokv::llama_cpp_config config;
+  config.head_reduce = audiokv::score_reduce::mean;
+  config.layer_reduce = audiokv::score_reduce::mean;
+  audiokv::llama_cpp_adapter adapter(model_, p, config);
+  adapter.add_sequence(0, "h2o", options(40, 64));
+  adapter.add_sequence(1, "audiokv", options(24, 48));
+  llama_context* ref = llama_init_from_model(model_, p);
+  ASSERT_NE(ref, nullptr);
+  llama_memory_t ref_mem = llama_get_memory(ref);
+  const auto tokens = random_tokens(400, 17);
+  batch_holder b1(64), b2(64);
+  // m0 tokens of sequence 0 and m1 of sequence 1, in two blocks or interleaved.
+  auto fill = [&](batch_holder& h, const llama_pos* next, int m0, int m1, bool interleave) {
+    int k[2] = {0, 0};
+    h.b.n_tokens = m0 + m1;
+    for (int i = 0; i < m0 + m1; ++i) {
+      const int s =
+          interleave ? (k[0] < m0 && (i % 2 == 0 || k[1] == m1) ? 0 : 1) : (i < m0 ? 0 : 1);
+      h.b.token[i] = tokens[static_cast<std::size_t>((next[s] + k[s]) % 400)];
+      h.b.pos[i] = next[s] + k[s];
+      h.b.n_seq_id[i] = 1;
+      h.b.seq_id[i][0] = s;
+      h.b.logits[i] = 1;
+      ++k[s];
+    }
+    return h.b;
+  };
+  llama_pos next[2] = {0, 0};
+  const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model_));
+  int evictions = 0;
+  for (int step = 0; step < 50; ++step) {
+    const int m0 = 1 + step % 5, m1 = 1 + (step * 3) % 7;
+    const bool interleave = step % 3 == 1;
+    const llama_pos deferred[2] = {adapter.deferred(0), adapter.deferred(1)};
+    ASSERT_EQ(adapter.decode(fill(b1, next, m0, m1, interleave)), 0);
+    ASSERT_EQ(llama_decode(ref, fill(b2, next, m0, m1, interleave)), 0);
+    const auto a = copy_logits(ref, m0 + m1, n_vocab);
+    const auto b = copy_logits(adapter.context(), m0 + m1, n_vocab);
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "step " << step;
+    next[0] += m0;
+    next[1] += m1;
+    for (llama_seq_id s = 0; s < 2; ++s) {
+      EXPECT_EQ(adapter.pos_max(s), next[s] - 1);
+      double sum = 0.0;
+      for (float x : adapter.last_scores(s)) sum += x;
+      // A newest cell the last plan dropped is attended once more, by no slot.
+      if (deferred[s] >= 0) {
+        EXPECT_TRUE(llama_memory_seq_rm(ref_mem, s, deferred[s], deferred[s] + 1));
+        EXPECT_LT(sum, 1.0 + 1e-4) << "sequence " << s << " step " << step;
+      } else {
+        EXPECT_NEAR(sum, 1.0, 1e-4) << "sequence " << s << " step " << step;
+      }
+      evictions += adapter.evict(s) > 0;
+      for (const auto& r : adapter.last_ranges(s))
+        EXPECT_TRUE(llama_memory_seq_rm(ref_mem, s, r.first, r.second));
+      EXPECT_LE(adapter.policy(s).num_cells(), s == 0 ? 40 : 24);
+    }
+  }
+  EXPECT_GT(evictions, 20);
+  llama_free(ref);
+
+  // A stream per sequence: refused before decoding, naming the first token of the second
+  // sequence, and nothing changes.
+  p.kv_unified = false;
+  audiokv::llama_cpp_adapter split(model_, p);
+  split.add_sequence(0, "h2o", options(40, 64));
+  split.add_sequence(1, "h2o", options(40, 64));
+  const llama_pos zero[2] = {0, 0};
+  EXPECT_EQ(argument_of([&] { split.decode(fill(b1, zero, 3, 2, false)); }), "batch.seq_id[3]");
+  EXPECT_EQ(split.pos_max(0), -1);
+  EXPECT_EQ(split.pos_max(1), -1);
+  EXPECT_EQ(split.policy(0).num_cells(), 0);
+  ASSERT_EQ(split.decode(fill(b1, zero, 3, 0, false)), 0);
+  EXPECT_EQ(split.pos_max(0), 2);
+}
+
 TEST_F(LlamaCpp, CompressOnce) {
   audiokv::llama_cpp_adapter adapter(model_, params(256));
   adapter.add_sequence(0, "snapkv", options(40, 200));

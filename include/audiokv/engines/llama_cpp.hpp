@@ -4,7 +4,7 @@
 /// audiokv policy. Needs llama.h (CMake: audiokv::llama_cpp); written against llama.cpp
 /// 0c1e57098 (the tree vendored in llama-cpp-python 0.3.36), whose graph tensor names it reads.
 ///
-/// How it works, per llama_decode (one sequence per call):
+/// How it works, per llama_decode (one sequence per call, or several in a unified cache):
 ///  - Scores. The context's eval callback sees every layer's attention probabilities, the
 ///    tensor `kq_soft_max-<layer>` (F32, ne = [n_kv, n_tokens, n_head, n_stream]; it exists
 ///    only with flash attention disabled). Its columns are KV *cell indices*, not positions.
@@ -106,6 +106,9 @@ class llama_cpp_adapter {
     n_ctx_seq_ = static_cast<std::int32_t>(llama_n_ctx_seq(ctx_));
     n_ubatch_ = static_cast<std::int32_t>(llama_n_ubatch(ctx_));
     capture_.size(n_ctx_seq_, n_ubatch_);
+    one_stream_ = params.kv_unified || llama_n_seq_max(ctx_) <= 1;
+    token_seq_.assign(static_cast<std::size_t>(n_ubatch_), nullptr);
+    batch_seqs_.reserve(llama_n_seq_max(ctx_));
   }
 
   llama_cpp_adapter(const llama_cpp_adapter&) = delete;
@@ -182,13 +185,17 @@ class llama_cpp_adapter {
   }
 
   /// @brief llama_decode(batch), then every token is appended to its sequence's policy and
-  /// observes its attention row. All tokens belong to one managed sequence, at consecutive
-  /// positions from seq_pos_max + 1 (batch.pos may be null: llama.cpp then numbers them so),
-  /// at most n_ubatch of them (each token's softmax row is captured: one ubatch per call).
+  /// observes its attention row. Each token belongs to one managed sequence, and each
+  /// sequence's tokens lie at consecutive positions from its seq_pos_max + 1 in batch order
+  /// (batch.pos may be null: llama.cpp then numbers them so); at most n_ubatch tokens (each
+  /// token's softmax row is captured: one ubatch per call). Several sequences may share a
+  /// decode when the context has one KV stream (params.kv_unified, or n_seq_max 1): llama.cpp
+  /// then keeps the batch's order in one ubatch, and each token's row is scored over its own
+  /// sequence's cells (the mask gives the others' cells probability 0).
   /// Does not evict; call evict() between decodes. No allocation.
   /// @return llama_decode's result; on a non-zero result nothing changed in the adapter.
   /// @throws audiokv::error naming "batch.n_tokens", "batch.seq_id[i]", "batch.pos[i]" or
-  ///         "batch" (the policy has no room: evict first or raise its capacity) before
+  ///         "batch" (a policy has no room: evict first or raise its capacity) before
   ///         decoding; after a successful llama_decode, naming "capture" when the softmax of a
   ///         scored layer or the tokens' cells were not seen (the adapter's map is then out of
   ///         step with the context: remove the sequence).
@@ -199,11 +206,7 @@ class llama_cpp_adapter {
                     ::audiokv::detail::describe("must lie in [1, n_ubatch = ", n_ubatch_,
                                                 "]: every token's attention row is captured")
                         .c_str());
-    const llama_seq_id seq =
-        (batch.seq_id != nullptr && batch.n_seq_id != nullptr) ? batch.seq_id[0][0] : 0;
-    sequence* s = find(seq);
-    AUDIOKV_REQUIRE(s != nullptr, where, "batch.seq_id[0]", seq, "is not a managed sequence");
-    s->check_batch(where, batch, llama_memory_seq_pos_max(llama_get_memory(ctx_), seq));
+    check_batch(where, batch);
 
     capture_.begin(batch.n_tokens);
     const auto t0 = clock::now();
@@ -218,24 +221,26 @@ class llama_cpp_adapter {
     capture_.require_complete(where);
 
     const auto t2 = clock::now();
-    eviction_policy& p = *s->policy;
     for (std::int32_t t = 0; t < batch.n_tokens; ++t) {
-      frame_meta f = s->next_frame(config_.text_frame, s->pos_max + 1);
+      sequence& s = *token_seq_[static_cast<std::size_t>(t)];
+      eviction_policy& p = *s.policy;
+      frame_meta f = s.next_frame(config_.text_frame, s.pos_max + 1);
       p.append(&f, 1);
       const std::int32_t n = p.num_cells();
       for (std::int32_t c = 0; c < capture_.n_caches(); ++c) {
         const std::int32_t cell = capture_.cell(t, c);
-        s->cells[c][static_cast<std::size_t>(n - 1)] = cell;
-        s->writer[c][static_cast<std::size_t>(cell)] = s->pos_max + 1;
+        s.cells[c][static_cast<std::size_t>(n - 1)] = cell;
+        s.writer[c][static_cast<std::size_t>(cell)] = s.pos_max + 1;
       }
-      gather_row(*s, t, n);
-      p.observe(s->gather.data(), n);
-      s->gathered = n;
-      s->pos_max += 1;
+      gather_row(s, t, n);
+      p.observe(s.gather.data(), n);
+      s.gathered = n;
+      s.pos_max += 1;
     }
     const auto t3 = clock::now();
     timings_.observe += seconds(t2, t3);
-    if (s->deferred >= 0) {
+    for (sequence* s : batch_seqs_) {
+      if (s->deferred < 0) continue;
       // The newest cell a plan dropped: a newer position now exists, so it can go.
       remove_range(*s, s->deferred, s->deferred + 1);
       s->deferred = -1;
@@ -371,6 +376,44 @@ class llama_cpp_adapter {
             .c_str());
   }
 
+  // Fills token_seq_ and batch_seqs_ for `batch` and checks it before decoding: every token
+  // in one managed sequence, several sequences only in one KV stream, and each sequence's
+  // tokens by llama_cpp_sequence::check_tokens.
+  void check_batch(const char* where, const llama_batch& batch) {
+    const bool ids = batch.seq_id != nullptr && batch.n_seq_id != nullptr;
+    batch_seqs_.clear();
+    // AUDIOKV_REQUIRE evaluates the argument's name only when the check fails: no allocation.
+    for (std::int32_t t = 0; t < batch.n_tokens; ++t) {
+      AUDIOKV_REQUIRE(!ids || batch.n_seq_id[t] == 1, where,
+                      ::audiokv::detail::indexed("batch.seq_id", t), batch.n_seq_id[t],
+                      "each token must belong to one sequence (a token shared by several has "
+                      "one cell, which no single policy may evict)");
+      const llama_seq_id id = ids ? batch.seq_id[t][0] : 0;
+      sequence* s = find(id);
+      AUDIOKV_REQUIRE(s != nullptr, where, ::audiokv::detail::indexed("batch.seq_id", t), id,
+                      "is not a managed sequence");
+      if (std::find(batch_seqs_.begin(), batch_seqs_.end(), s) == batch_seqs_.end()) {
+        AUDIOKV_REQUIRE(batch_seqs_.empty() || one_stream_, where,
+                        ::audiokv::detail::indexed("batch.seq_id", t), id,
+                        "several sequences in one decode need one KV stream "
+                        "(params.kv_unified): with a stream per sequence llama.cpp reorders "
+                        "the batch's tokens");
+        batch_seqs_.push_back(s);
+      }
+      token_seq_[static_cast<std::size_t>(t)] = s;
+    }
+    llama_memory_t mem = llama_get_memory(ctx_);
+    for (sequence* s : batch_seqs_) {
+      std::int32_t first = 0, count = 0;
+      for (std::int32_t t = batch.n_tokens - 1; t >= 0; --t) {
+        if (token_seq_[static_cast<std::size_t>(t)] != s) continue;
+        first = t;
+        ++count;
+      }
+      s->check_tokens(where, batch, first, count, llama_memory_seq_pos_max(mem, s->id));
+    }
+  }
+
   // s.gather[j] = slot j's score from token t's rows: per cache, the row at the slot's cell
   // while the slot's position is its writer (the window cache reuses cells of positions that
   // left the window) and the cell lies among the softmax's columns; over the caches the sum of
@@ -433,7 +476,12 @@ class llama_cpp_adapter {
   std::int32_t n_ctx_seq_ = 0;
   std::int32_t n_ubatch_ = 0;
   std::vector<std::unique_ptr<sequence>> seqs_;
-  llama_cpp_capture capture_;  // the attention and cells of the decode in flight
+  // One KV stream (a unified cache, or one sequence): llama.cpp then keeps a batch's tokens in
+  // order in one ubatch, so one decode may carry several sequences.
+  bool one_stream_ = true;
+  std::vector<sequence*> token_seq_;   // [n_ubatch] the sequence of each token of the decode
+  std::vector<sequence*> batch_seqs_;  // [n_seq_max] the decode's sequences, first seen first
+  llama_cpp_capture capture_;          // the attention and cells of the decode in flight
 
   llama_cpp_timings timings_;
 };

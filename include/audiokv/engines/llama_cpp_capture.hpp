@@ -256,7 +256,8 @@ class llama_cpp_capture {
     }
     const auto* v = static_cast<const std::int64_t*>(idxs->data);
     for (std::int32_t i = 0; i < n_tokens_; ++i) {
-      // Indices are stream * size + cell; one sequence per decode uses one stream.
+      // Indices are stream * size + cell; a decode uses one stream (one sequence, or several
+      // in a unified cache).
       cc.cells[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(v[i] % cc.size);
     }
     cc.cells_seen = true;

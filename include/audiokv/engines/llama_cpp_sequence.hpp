@@ -78,41 +78,38 @@ struct llama_cpp_sequence {
     audio.insert(audio.end(), frames.begin(), frames.end());
   }
 
-  /// Checks a batch for this sequence (its first token's sequence is `id`): every token in
-  /// this sequence alone, the context's newest position `mem_max` equal to pos_max, positions
-  /// (when given) consecutive from pos_max + 1, and room in the policy; throws from `where`
-  /// naming "batch.seq_id[i]", "batch.seq_id[0]", "batch.pos[i]" or "batch".
-  void check_batch(const char* where, const llama_batch& batch, llama_pos mem_max) const {
-    const llama_seq_id seq = id;
-    for (std::int32_t i = 0; i < batch.n_tokens; ++i) {
-      if (batch.seq_id == nullptr || batch.n_seq_id == nullptr) break;
-      AUDIOKV_REQUIRE(batch.n_seq_id[i] == 1 && batch.seq_id[i][0] == seq, where,
-                      ::audiokv::detail::indexed("batch.seq_id", i), batch.seq_id[i][0],
-                      ::audiokv::detail::describe("every token must belong to sequence ", seq,
-                                                  " alone (one sequence per decode)")
-                          .c_str());
-    }
-    AUDIOKV_REQUIRE(mem_max == pos_max, where, "batch.seq_id[0]", seq,
+  /// Checks this sequence's tokens of a batch (those whose seq_id is `id`; `first` the index
+  /// of the first, `count` how many): the context's newest position `mem_max` equal to
+  /// pos_max, positions (when given) consecutive from pos_max + 1 in batch order, and room in
+  /// the policy; throws from `where` naming "batch.seq_id[first]", "batch.pos[i]" or "batch".
+  void check_tokens(const char* where, const llama_batch& batch, std::int32_t first,
+                    std::int32_t count, llama_pos mem_max) const {
+    AUDIOKV_REQUIRE(mem_max == pos_max, where, ::audiokv::detail::indexed("batch.seq_id", first),
+                    id,
                     ::audiokv::detail::describe("the context holds positions up to ", mem_max,
                                                 " but the adapter decoded up to ", pos_max,
                                                 ": the sequence was changed outside the adapter")
                         .c_str());
     if (batch.pos != nullptr) {
-      for (std::int32_t i = 0; i < batch.n_tokens; ++i) {
-        AUDIOKV_REQUIRE(batch.pos[i] == pos_max + 1 + i, where,
-                        ::audiokv::detail::indexed("batch.pos", i), batch.pos[i],
-                        ::audiokv::detail::describe("must be ", pos_max + 1 + i,
-                                                    " (consecutive from seq_pos_max + 1; "
-                                                    "positions never change)")
+      llama_pos next = pos_max + 1;
+      for (std::int32_t i = first; i < batch.n_tokens; ++i) {
+        if (batch.seq_id != nullptr && batch.seq_id[i][0] != id) continue;
+        AUDIOKV_REQUIRE(batch.pos[i] == next, where, ::audiokv::detail::indexed("batch.pos", i),
+                        batch.pos[i],
+                        ::audiokv::detail::describe("must be ", next,
+                                                    " (consecutive from seq_pos_max + 1 in "
+                                                    "batch order; positions never change)")
                             .c_str());
+        ++next;
       }
     }
     const std::int64_t room = static_cast<std::int64_t>(policy->capacity()) - policy->num_cells();
-    AUDIOKV_REQUIRE(batch.n_tokens <= room, where, "batch", batch.n_tokens,
-                    ::audiokv::detail::describe("tokens exceed the policy's free slots (", room,
-                                                " of capacity ", policy->capacity(),
-                                                "): call evict() first or raise the capacity")
-                        .c_str());
+    AUDIOKV_REQUIRE(
+        count <= room, where, "batch", count,
+        ::audiokv::detail::describe("tokens of sequence ", id, " exceed its policy's free slots (",
+                                    room, " of capacity ", policy->capacity(),
+                                    "): call evict() first or raise the capacity")
+            .c_str());
   }
 
   /// The frame of position `pos` (ascending from call to call): the marked frame there, else
