@@ -19,6 +19,9 @@
 #   passkey_once    1024-token pass-key prompts, depths 10/50/90, budget 20%, compressed once
 #   passkey_stream  the same prompts, chunked prefill of 64 with eviction between chunks
 #   passkey_once2k, passkey_stream2k   both settings on 2048-token prompts (4k, 8k: 4096, 8192)
+#                   AUDIOKV_PASSKEY_BUDGET (default 20%) sets the budget of every pass-key suite
+#                   (another budget writes llm_<suite>_b<N>.jsonl) and AUDIOKV_PASSKEY_DEPTHS
+#                   (default 10,50,90) the depths
 #   cost            tokens/s and the adapter's cost split at a 2k context, full and audiokv
 #   cost4k          the same at a 4k context (4,096-token prompt), full and audiokv
 #   stream16k       a 16k-token stream through 256 cells with n_ctx = budget + margin
@@ -32,6 +35,10 @@ test_text=build/texts/genesis.txt
 dev_text=build/texts/exodus.txt
 out=benchmarks/results
 mkdir -p "$out"
+pk_budget=${AUDIOKV_PASSKEY_BUDGET:-20%}
+pk_depths=${AUDIOKV_PASSKEY_DEPTHS:-10,50,90}
+pk_suffix=""
+[[ $pk_budget != 20% ]] && pk_suffix="_b${pk_budget%\%}"
 run() {  # run SUITE ARGS...: appends to llm_SUITE.jsonl
   local suite=$1
   shift
@@ -115,25 +122,20 @@ for suite in "$@"; do
         --budgets 128 --max-tokens 8192 --segment 512 --oracle-horizon 0 \
         --tag "horizon: the rest of the run" >/dev/null
       finish ppl_oracle ;;
-    passkey_once)
-      run passkey_once --task passkey --passkey-mode once --max-tokens 1024 \
-        --depths 10,50,90 --policies full,audiokv,snapkv,h2o,tova --budgets 20% >/dev/null
-      finish passkey_once ;;
-    passkey_stream)
-      run passkey_stream --task passkey --passkey-mode stream --max-tokens 1024 \
-        --depths 10,50,90 --policies audiokv,context_shift,streaming_llm,h2o,tova \
-        --budgets 20% >/dev/null
-      finish passkey_stream ;;
-    passkey_once[248]k | passkey_stream[248]k)
-      # The same two settings on 2,048-, 4,096- and 8,192-token prompts.
+    passkey_once | passkey_stream | passkey_once[248]k | passkey_stream[248]k)
+      # Compressed once after prefill (once) or chunked prefill with eviction between chunks
+      # (stream), on 1,024-token prompts or 2,048, 4,096 and 8,192 (the suffix 2k, 4k, 8k).
       mode=${suite#passkey_}
       k=${mode//[a-z]/}
       mode=${mode%"${k}k"}
       policies=full,audiokv,snapkv,h2o,tova
       [[ $mode == stream ]] && policies=audiokv,context_shift,streaming_llm,h2o,tova
-      run "$suite" --task passkey --passkey-mode "$mode" --max-tokens $((k * 1024)) \
-        --depths 10,50,90 --policies "$policies" --budgets 20% >/dev/null
-      finish "$suite" ;;
+      # The full cache does not depend on the budget: run once, at 20%.
+      [[ -n $pk_suffix ]] && policies=${policies#full,}
+      run "$suite$pk_suffix" --task passkey --passkey-mode "$mode" \
+        --max-tokens $((${k:-1} * 1024)) --depths "$pk_depths" --policies "$policies" \
+        --budgets "$pk_budget" >/dev/null
+      finish "$suite$pk_suffix" ;;
     cost)
       run cost --text "$test_text" --task generate --policies full,audiokv --budgets 2048 \
         --max-tokens 2048 --chunk 512 --gen 128 >/dev/null

@@ -149,9 +149,10 @@ def passkey_table(rows, out, title):
         return
     depths = sorted({r["depth"] for r in rows})
     policies = policies_in(rows)
-    held = [r["budget"] for r in ok if r["policy"] != "full"]
-    out.append(f"**{title}** (prompt {rows[0]['tokens']} tokens; budget 20% = "
-               f"{held[0] if held else '?'} cells)\n")
+    held = [r for r in ok if r["policy"] != "full"]
+    spec = held[0]["budget_spec"] if held else "?"
+    out.append(f"**{title}** (prompt {rows[0]['tokens']} tokens; budget {spec} = "
+               f"{held[0]['budget'] if held else '?'} cells)\n")
     out.append("| policy | " + " | ".join(f"depth {d}%" for d in depths) + " | found |")
     out.append("|---|" + "---|" * (len(depths) + 1))
     for p in policies:
@@ -225,17 +226,15 @@ def main():
     if plot_segments(ppl, os.path.join(d, "llm_ppl_segments.png")):
         out.append("![per-segment perplexity](llm_ppl_segments.png)\n")
     out.append("## Pass-key retrieval\n")
-    passkey_table(load(os.path.join(d, "llm_passkey_once.jsonl")), out,
-                  "compressed once after prefill, question in the window")
-    passkey_table(load(os.path.join(d, "llm_passkey_stream.jsonl")), out,
-                  "chunked prefill of 64, eviction between chunks, question unseen")
-    for size in ("2k", "4k", "8k"):
-        for mode, title in (("once", "compressed once after prefill, question in the window"),
-                            ("stream", "chunked prefill of 64, eviction between chunks, question "
-                                       "unseen")):
-            rows = load(os.path.join(d, f"llm_passkey_{mode}{size}.jsonl"))
-            if rows:
-                passkey_table(rows, out, title)
+    # run_llm.sh's pass-key suites: 1k prompts (no suffix) to 8k, at 20% and other budgets (_bN).
+    for budget in ("", "_b10"):
+        for size in ("", "2k", "4k", "8k"):
+            for mode, title in (("once", "compressed once after prefill, question in the window"),
+                                ("stream", "chunked prefill of 64, eviction between chunks, "
+                                           "question unseen")):
+                rows = load(os.path.join(d, f"llm_passkey_{mode}{size}{budget}.jsonl"))
+                if rows or (not size and not budget):
+                    passkey_table(rows, out, title)
     out.append("## Cost\n")
     cost_table(load(os.path.join(d, "llm_cost.jsonl")) + load(os.path.join(d, "llm_cost4k.jsonl"))
                + load(os.path.join(d, "llm_stream16k.jsonl")), out)
