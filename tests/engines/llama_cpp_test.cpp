@@ -54,6 +54,23 @@ llama_context_params tiny_context(int n_ctx) {
   return p;
 }
 
+// Two sequences in one context: a KV stream each, or one unified cache.
+llama_context_params two_sequences(int n_ctx, bool unified) {
+  llama_context_params p = tiny_context(n_ctx);
+  p.n_seq_max = 2;
+  p.kv_unified = unified;
+  return p;
+}
+
+// Scores as means over the query heads and the layers: each token's scores then sum to 1 over
+// the cells it attends.
+audiokv::llama_cpp_config mean_scores() {
+  audiokv::llama_cpp_config config;
+  config.head_reduce = audiokv::score_reduce::mean;
+  config.layer_reduce = audiokv::score_reduce::mean;
+  return config;
+}
+
 class LlamaCpp : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -346,13 +363,7 @@ TEST_F(LlamaCpp, NewestPositionDeferred) {
 TEST_F(LlamaCpp, TwoSequencesKeepTheirOwnCells) {
   for (const bool unified : {false, true}) {
     SCOPED_TRACE(unified ? "unified cache" : "one stream per sequence");
-    llama_context_params p = params(512);
-    p.n_seq_max = 2;
-    p.kv_unified = unified;
-    audiokv::llama_cpp_config config;
-    config.head_reduce = audiokv::score_reduce::mean;
-    config.layer_reduce = audiokv::score_reduce::mean;
-    audiokv::llama_cpp_adapter adapter(model_, p, config);
+    audiokv::llama_cpp_adapter adapter(model_, two_sequences(512, unified), mean_scores());
     adapter.add_sequence(0, "h2o", options(40, 56));
     adapter.add_sequence(1, "tova", options(24, 40));
     const auto tokens = random_tokens(240, 13);
@@ -531,13 +542,8 @@ TEST_F(LlamaCpp, MisuseRejectedAndStateUnchanged) {
 // each keeps its budget; in the batch the sequences' tokens come in blocks and interleaved.
 // With a stream per sequence llama.cpp reorders such a batch, so the adapter refuses it.
 TEST_F(LlamaCpp, SequencesShareOneDecodeInAUnifiedCache) {
-  llama_context_params p = params(512);
-  p.n_seq_max = 2;
-  p.kv_unified = true;
-  audiokv::llama_cpp_config config;
-  config.head_reduce = audiokv::score_reduce::mean;
-  config.layer_reduce = audiokv::score_reduce::mean;
-  audiokv::llama_cpp_adapter adapter(model_, p, config);
+  const llama_context_params p = two_sequences(512, /*unified=*/true);
+  audiokv::llama_cpp_adapter adapter(model_, p, mean_scores());
   adapter.add_sequence(0, "h2o", options(40, 64));
   adapter.add_sequence(1, "audiokv", options(24, 48));
   llama_context* ref = llama_init_from_model(model_, p);
@@ -597,8 +603,7 @@ TEST_F(LlamaCpp, SequencesShareOneDecodeInAUnifiedCache) {
 
   // A stream per sequence: refused before decoding, naming the first token of the second
   // sequence, and nothing changes.
-  p.kv_unified = false;
-  audiokv::llama_cpp_adapter split(model_, p);
+  audiokv::llama_cpp_adapter split(model_, two_sequences(512, /*unified=*/false));
   split.add_sequence(0, "h2o", options(40, 64));
   split.add_sequence(1, "h2o", options(40, 64));
   const llama_pos zero[2] = {0, 0};
@@ -732,10 +737,7 @@ TEST(LlamaCppModels, SlidingWindowModelUnchangedWithoutEviction) {
   p.swa_full = false;  // a window cache of 256 cells (n_swa + n_ubatch, padded), not n_ctx
   llama_context* plain = llama_init_from_model(m, p);
   ASSERT_NE(plain, nullptr);
-  audiokv::llama_cpp_config config;
-  config.head_reduce = audiokv::score_reduce::mean;
-  config.layer_reduce = audiokv::score_reduce::mean;
-  audiokv::llama_cpp_adapter adapter(m, p, config);
+  audiokv::llama_cpp_adapter adapter(m, p, mean_scores());
   adapter.add_sequence(0, "h2o", options(450, 450));
   const int n = 400;
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(m));
