@@ -4,9 +4,11 @@
 
 Writes benchmarks/results/llm_summary.md and llm_ppl_segments.png. Usage: summarize.py [RESULTS_DIR]
 """
+import glob
 import json
 import math
 import os
+import re
 import sys
 
 
@@ -227,7 +229,10 @@ def main():
         out.append("![per-segment perplexity](llm_ppl_segments.png)\n")
     out.append("## Pass-key retrieval\n")
     # run_llm.sh's pass-key suites: 1k prompts (no suffix) to 8k, at 20% and other budgets (_bN).
-    for budget in ("", "_b10"):
+    budgets = sorted({re.search(r"(_b\d+)\.jsonl$", f).group(1)
+                      for f in glob.glob(os.path.join(d, "llm_passkey_*_b*.jsonl"))},
+                     key=lambda x: -int(x[2:]))
+    for budget in [""] + budgets:
         for size in ("", "2k", "4k", "8k"):
             for mode, title in (("once", "compressed once after prefill, question in the window"),
                                 ("stream", "chunked prefill of 64, eviction between chunks, "

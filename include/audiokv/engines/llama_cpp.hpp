@@ -239,11 +239,12 @@ class llama_cpp_adapter {
     }
     const auto t3 = clock::now();
     timings_.observe += seconds(t2, t3);
-    for (sequence* s : batch_seqs_) {
-      if (s->deferred < 0) continue;
+    for (const batch_sequence& b : batch_seqs_) {
+      sequence& s = *b.seq;
+      if (s.deferred < 0) continue;
       // The newest cell a plan dropped: a newer position now exists, so it can go.
-      remove_range(*s, s->deferred, s->deferred + 1);
-      s->deferred = -1;
+      remove_range(s, s.deferred, s.deferred + 1);
+      s.deferred = -1;
     }
     return 0;
   }
@@ -392,26 +393,22 @@ class llama_cpp_adapter {
       sequence* s = find(id);
       AUDIOKV_REQUIRE(s != nullptr, where, ::audiokv::detail::indexed("batch.seq_id", t), id,
                       "is not a managed sequence");
-      if (std::find(batch_seqs_.begin(), batch_seqs_.end(), s) == batch_seqs_.end()) {
+      auto in_batch = std::find_if(batch_seqs_.begin(), batch_seqs_.end(),
+                                   [s](const batch_sequence& b) { return b.seq == s; });
+      if (in_batch == batch_seqs_.end()) {
         AUDIOKV_REQUIRE(batch_seqs_.empty() || one_stream_, where,
                         ::audiokv::detail::indexed("batch.seq_id", t), id,
                         "several sequences in one decode need one KV stream "
                         "(params.kv_unified): with a stream per sequence llama.cpp reorders "
                         "the batch's tokens");
-        batch_seqs_.push_back(s);
+        in_batch = batch_seqs_.insert(batch_seqs_.end(), batch_sequence{s, t, 0});
       }
+      ++in_batch->count;
       token_seq_[static_cast<std::size_t>(t)] = s;
     }
     llama_memory_t mem = llama_get_memory(ctx_);
-    for (sequence* s : batch_seqs_) {
-      std::int32_t first = 0, count = 0;
-      for (std::int32_t t = batch.n_tokens - 1; t >= 0; --t) {
-        if (token_seq_[static_cast<std::size_t>(t)] != s) continue;
-        first = t;
-        ++count;
-      }
-      s->check_tokens(where, batch, first, count, llama_memory_seq_pos_max(mem, s->id));
-    }
+    for (const batch_sequence& b : batch_seqs_)
+      b.seq->check_tokens(where, batch, b.first, b.count, llama_memory_seq_pos_max(mem, b.seq->id));
   }
 
   // s.gather[j] = slot j's score from token t's rows: per cache, the row at the slot's cell
@@ -479,9 +476,15 @@ class llama_cpp_adapter {
   // One KV stream (a unified cache, or one sequence): llama.cpp then keeps a batch's tokens in
   // order in one ubatch, so one decode may carry several sequences.
   bool one_stream_ = true;
-  std::vector<sequence*> token_seq_;   // [n_ubatch] the sequence of each token of the decode
-  std::vector<sequence*> batch_seqs_;  // [n_seq_max] the decode's sequences, first seen first
-  llama_cpp_capture capture_;          // the attention and cells of the decode in flight
+  // A sequence of the decode in flight: its first token's index and how many it has.
+  struct batch_sequence {
+    sequence* seq;
+    std::int32_t first;
+    std::int32_t count;
+  };
+  std::vector<sequence*> token_seq_;        // [n_ubatch] the sequence of each token
+  std::vector<batch_sequence> batch_seqs_;  // [n_seq_max] the decode's sequences, first first
+  llama_cpp_capture capture_;               // the attention and cells of the decode in flight
 
   llama_cpp_timings timings_;
 };
