@@ -43,7 +43,10 @@ echo "[test_python] installing the build and test requirements"
   "scikit-build-core>=0.10"
 if [[ "$with_kvpress" == 1 ]]; then
   echo "[test_python] installing kvpress==0.5.5 with torch and transformers"
-  "${pip[@]}" install -q "kvpress==0.5.5"
+  # torch's CUDA wheels take about 6 GB installed; without the cache the download is not kept
+  # a second time. The free space is printed so that a full disk is named, not guessed.
+  df -h "$venv" | tail -n 1 | awk '{print "[test_python] free disk: " $4}'
+  "${pip[@]}" install -q --no-cache-dir "kvpress==0.5.5"
 fi
 
 echo "[test_python] pip install . (CMake build of the extension)"
