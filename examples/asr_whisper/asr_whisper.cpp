@@ -64,20 +64,23 @@ struct options {
   double keep_ratio = 1.0;
   int observe_steps = 0;  ///< 0: the prompt length plus 4 decode steps
   bool follow_trigger = false;
-  int rank_block = -1;                ///< audiokv local_rank_stage block; -1: library default
-  double voice_weight = -1;           ///< audiokv voice weight; -1: library default
-  double evaluation_share = -1;       ///< audiokv evaluation threshold; -1: library default
-  int sinks_first = -1;               ///< audiokv speech.sinks.first; -1: library default
-  int sinks_observed = -1;            ///< audiokv speech.sinks.observed
-  double coverage_share = -1;         ///< audiokv speech.coverage.share
-  double segment_ms = -1;             ///< audiokv speech.coverage.segment_ms
-  double silence_weight = -1;         ///< audiokv speech.coverage.silence_weight
-  double lookback_ms = -1;            ///< audiokv speech.frontier.lookback_ms
-  double past_density = -1;           ///< audiokv speech.frontier.past_density
-  double past_decay_ms = -1;          ///< audiokv speech.frontier.past_decay_ms
-  double past_decay_floor = -1;       ///< audiokv speech.frontier.past_decay_floor
-  double centre_band = -1;            ///< audiokv speech.coverage.centre_band
-  int segment_cells = -1;             ///< audiokv speech.coverage.segment_cells
+  int rank_block = -1;           ///< audiokv local_rank_stage block; -1: library default
+  double voice_weight = -1;      ///< audiokv voice weight; -1: library default
+  double evaluation_share = -1;  ///< audiokv evaluation threshold; -1: library default
+  int sinks_first = -1;          ///< audiokv speech.sinks.first; -1: library default
+  int sinks_observed = -1;       ///< audiokv speech.sinks.observed
+  double coverage_share = -1;    ///< audiokv speech.coverage.share
+  double segment_ms = -1;        ///< audiokv speech.coverage.segment_ms
+  double silence_weight = -1;    ///< audiokv speech.coverage.silence_weight
+  double lookback_ms = -1;       ///< audiokv speech.frontier.lookback_ms
+  double past_density = -1;      ///< audiokv speech.frontier.past_density
+  double past_decay_ms = -1;     ///< audiokv speech.frontier.past_decay_ms
+  double past_decay_floor = -1;  ///< audiokv speech.frontier.past_decay_floor
+  double centre_band = -1;       ///< audiokv speech.coverage.centre_band
+  int segment_cells = -1;        ///< audiokv speech.coverage.segment_cells
+  /// audiokv speech.coverage.phase: empty (the library's), a number in [0, 1] for every head,
+  /// or "stagger" for (head + 0.5) / heads.
+  std::string floor_phase;
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
@@ -155,6 +158,7 @@ void usage(std::ostream& os) {
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
         "  --silence-weight W, --lookback-ms MS, --past-density D, --past-decay-ms MS,\n"
         "  --past-decay-floor K, --centre-band B, --segment-cells M,\n"
+        "  --floor-phase P|stagger,\n"
         "  --frontier-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
         "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
@@ -325,6 +329,8 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
     speech.frontier.past_decay_floor = 0.0f;  // the two decays exclude each other
   if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
   if (o.segment_cells >= 0) speech.coverage.segment_cells = o.segment_cells;
+  if (!o.floor_phase.empty() && o.floor_phase != "stagger")
+    speech.coverage.phase = static_cast<float>(std::stod(o.floor_phase));
   if (o.past_decay_floor >= 0)
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
@@ -370,6 +376,8 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
       [o, groups, observe_steps, library_name](const clip_context& clip, int layer, int head)
           -> std::unique_ptr<audiokv::eviction_policy> {
         audiokv::policy_options po = policy_options_for(o, clip, layer, observe_steps);
+        if (o.floor_phase == "stagger")
+          po.audiokv.speech.coverage.phase = (static_cast<float>(head) + 0.5f) / clip.n_heads;
         if (o.head_weight > 0.0 && clip.alignment_heads != nullptr) {
           // The layer's budget, split with the model's alignment heads as the critical ones.
           std::vector<std::uint8_t> critical(static_cast<size_t>(clip.n_heads), 0);
@@ -457,6 +465,8 @@ int run(int argc, char** argv) {
       o.past_decay_floor = std::stod(next());
     else if (a == "--segment-cells")
       o.segment_cells = parse_int(next(), "--segment-cells");
+    else if (a == "--floor-phase")
+      o.floor_phase = next();
     else if (a == "--centre-band")
       o.centre_band = std::stod(next());
     else if (a == "--frontier-density")

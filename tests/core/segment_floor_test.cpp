@@ -42,6 +42,36 @@ TEST(SegmentFloor, EqualScoresGiveTheStridePositions) {
   EXPECT_EQ(c.kept(), (std::vector<std::int32_t>{4, 14, 24, 34, 44, 54, 64, 74, 84, 94}));
 }
 
+// Ties go to the cell nearest the anchor (g + phase) S: heads given the phases (h + 0.5) / 4
+// keep the same stride at four offsets, 40 distinct frames where one phase keeps 10; a score
+// still wins over the anchor.
+TEST(SegmentFloor, PhasesMoveTheTiesAcrossTheSegment) {
+  const std::vector<std::int32_t> first = {1, 3, 6, 8};  // anchors 1.25, 3.75, 6.25, 8.75
+  for (int h = 0; h < 4; ++h) {
+    cells c(100);
+    c.score[55] = 1.0f;
+    segment_floor_params p;
+    p.floor = 10;
+    p.phase = (h + 0.5) / 4.0;
+    EXPECT_EQ(c.mark(p), 10);
+    const std::vector<std::int32_t> k = c.kept();
+    ASSERT_EQ(k.size(), 10u);
+    for (std::int32_t g = 0; g < 10; ++g)
+      EXPECT_EQ(k[static_cast<size_t>(g)], g == 5 ? 55 : 10 * g + first[static_cast<size_t>(h)])
+          << "head " << h << ", segment " << g;
+  }
+  cells ends(100);
+  segment_floor_params p;
+  p.floor = 10;
+  p.phase = 0.0;
+  ends.mark(p);
+  EXPECT_EQ(ends.kept().front(), 0);
+  cells last(100);
+  p.phase = 1.0;
+  last.mark(p);
+  EXPECT_EQ(last.kept().front(), 9);
+}
+
 // One cell per segment: the representative is the segment's most important frame.
 TEST(SegmentFloor, TheBestCellOfEachSegmentIsKept) {
   cells c(100);

@@ -471,6 +471,7 @@ TEST(Snapshot, AnotherConfigurationOrCapacityIsRejected) {
       [](audiokv_config& c) { c.speech.coverage.silence_weight = 0.3f; },
       [](audiokv_config& c) { c.speech.coverage.centre_band = 0.5f; },
       [](audiokv_config& c) { c.speech.coverage.segment_cells = 2; },
+      [](audiokv_config& c) { c.speech.coverage.phase = 0.25f; },
       [](audiokv_config& c) { c.speech.frontier.enabled = false; },
       [](audiokv_config& c) { c.speech.frontier.estimate = false; },
       [](audiokv_config& c) { c.speech.frontier.filter = 7; },

@@ -521,6 +521,11 @@ TEST(SpeechRules, ConfigValidationNamesTheField) {
     c.speech.coverage.centre_band = bad;
     expect_rejected(c, "config.speech.coverage.centre_band");
   }
+  for (const float bad : {-0.1f, 1.5f, std::nanf("")}) {
+    audiokv_config c = config;
+    c.speech.coverage.phase = bad;
+    expect_rejected(c, "config.speech.coverage.phase");
+  }
   for (const float bad : {-1.0f, 2e9f, std::nanf("")}) {
     audiokv_config c = config;
     c.speech.frontier.past_decay_ms = bad;

@@ -61,8 +61,12 @@ struct segment_floor_params {
   /// A cell's time counts times silence_weight + (1 - silence_weight) voice, in [0, 1].
   double silence_weight = 1.0;
   /// Cells at later positions count as score 0 (audio the decoder has not reached: its
-  /// attention carries no information about it yet), so the segment's centre decides there.
+  /// attention carries no information about it yet), so the segment's anchor decides there.
   std::int64_t scored_until = INT64_MAX;
+  /// The anchor of segment g, where ties go: weighted time (g + phase) S, phase in [0, 1]
+  /// (0.5: the segment's centre). Heads of a layer given different phases keep different frames
+  /// where the scores tie, so together they see more distinct frames at the same density.
+  double phase = 0.5;
 };
 
 /// Weighted time cell j stands for: the frames [pos[j-1] + 1, pos[j] + 1) since the cell
@@ -84,7 +88,8 @@ AUDIOKV_HOST_DEVICE double segment_floor_cell_weight(const std::int32_t* pos, co
 /// min(G - 1, floor((C_j - w_j / 2) / S)) (its weighted midpoint). Segment g keeps m cells (the
 /// last F - (G - 1) m), less the cells already kept in it (tier != 0: sinks, protected cells),
 /// which are not chosen again: its unkept cells of highest score (score 0 past scored_until),
-/// ties to the cell whose midpoint lies nearest the segment's centre, then the older. A segment
+/// ties to the cell whose midpoint lies nearest the segment's anchor (g + phase) S, then the
+/// older. A segment
 /// without cells keeps nothing; those cells return to the caller's ranking. O(n m), no
 /// allocation; `pos` ascending, `voice` in [0, 1].
 AUDIOKV_HOST_DEVICE std::int32_t mark_segment_floor(const std::int32_t* pos, const float* voice,
@@ -130,11 +135,11 @@ AUDIOKV_HOST_DEVICE std::int32_t mark_segment_floor(const std::int32_t* pos, con
       ++kept;
       continue;
     }
-    const double offset = mid - (static_cast<double>(g) + 0.5) * width;
+    const double offset = mid - (static_cast<double>(g) + p.phase) * width;
     const double off = offset < 0.0 ? -offset : offset;
     const float s = static_cast<std::int64_t>(pos[j]) <= p.scored_until ? score[j] : 0.0f;
     // Insertion into the best-first list of at most m entries; an equal score nearer the
-    // centre ranks first, and on equal offsets the older (already listed) cell stays ahead.
+    // anchor ranks first, and on equal offsets the older (already listed) cell stays ahead.
     auto ranks_below = [&](std::int32_t i) {
       return s > best_score[i] || (s == best_score[i] && off < best_offset[i]);
     };

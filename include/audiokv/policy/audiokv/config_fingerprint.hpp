@@ -85,6 +85,7 @@ std::uint64_t config_fingerprint(const audiokv_config& c) noexcept {
   w.f32(c.speech.coverage.silence_weight);
   w.f32(c.speech.coverage.centre_band);
   w.i32(c.speech.coverage.segment_cells);
+  w.f32(c.speech.coverage.phase);
   w.u8(c.speech.frontier.enabled ? 1 : 0);
   w.u8(c.speech.frontier.estimate ? 1 : 0);
   w.i32(c.speech.frontier.filter);

@@ -224,6 +224,7 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
       sp.exponential = exponential;
       sp.silence_weight = silence;
       sp.scored_until = at;
+      sp.phase = config.coverage.phase;
       core::mark_segment_floor(pos, voice, raw, n, sp, tier, floor_tier);
     } else if (has_frontier && config.frontier.frontier_density > 0.0f &&
                dense_from <= pos[n - 1]) {

@@ -43,6 +43,10 @@ struct temporal_coverage_config {
   /// core::max_segment_cells]. 1 was chosen on the wide dev splits
   /// (benchmarks/results/quality_dev_wide_round3.md) against the segment_ms floor.
   std::int32_t segment_cells = 1;
+  /// Segment floor: where in its segment a segment's ties go (core::segment_floor_params::
+  /// phase), in [0, 1]; 0.5 is the centre. make_policy("audiokv") sets (head + 0.5) / num_heads
+  /// from policy_options::head and num_heads.
+  float phase = 0.5f;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {
@@ -57,6 +61,8 @@ struct temporal_coverage_config {
                     "config.speech.coverage.centre_band", centre_band, "must be in (0, 1]");
     AUDIOKV_REQUIRE(segment_cells >= 0 && segment_cells <= core::max_segment_cells, where,
                     "config.speech.coverage.segment_cells", segment_cells, "must be in [0, 8]");
+    AUDIOKV_REQUIRE(std::isfinite(phase) && phase >= 0.0f && phase <= 1.0f, where,
+                    "config.speech.coverage.phase", phase, "must be in [0, 1]");
   }
 };
 
