@@ -44,8 +44,10 @@ struct temporal_coverage_config {
   /// (benchmarks/results/quality_dev_wide_round3.md) against the segment_ms floor.
   std::int32_t segment_cells = 1;
   /// Segment floor: where in its segment a segment's ties go (core::segment_floor_params::
-  /// phase), in [0, 1]; 0.5 is the centre. make_policy("audiokv") sets (head + 0.5) / num_heads
-  /// from policy_options::head and num_heads.
+  /// phase), in [0, 1]; 0.5 is the centre. An engine may give the heads of a layer the phases
+  /// (h + 0.5) / H so that together they keep more distinct frames; measured on fresh dev clips
+  /// and not made a default (benchmarks/results/quality_dev_round5.md: better at streaming 10%
+  /// on Asterisk, worse at streaming 10% on voices).
   float phase = 0.5f;
 
   /// Throws audiokv::error naming the first invalid field.
