@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Memory features on real speech (shared rows, int8 buffer pool): Whisper tiny.en
-through examples/asr_whisper with AudioKV (the dev-tuned settings) and each feature switched on,
-against the same policy without it and against the full cache.
+through examples/asr_whisper with AudioKV (the library's defaults) and each feature switched on,
+against the same policy without it and against the full cache. Offline protocol as
+run_quality.py: every policy starts from all 1500 encoder frames (--frames all), the full cache
+is the true model, and the budget counts the audio's frames.
 
 Usage:
-  benchmarks/quality/run_memory_features.py [--split test|dev] [--ratios 0.6,0.4,0.2]
+  benchmarks/quality/run_memory_features.py [--split test|dev] [--ratios 0.4,0.2,0.1]
                                             [--tolerances 0.1,0.2] [--jobs 2] [--out DIR]
+                                            [--binary PATH]
                                             [--from-jsonl FILE]
 
 Writes, under --out (default benchmarks/results):
@@ -52,8 +55,8 @@ def run_all(args, configs, ratios):
                     return
                 suffix, flags = queue.pop(0)
             policies = "full," + POLICY if suffix == "" else POLICY
-            cmd = [BINARY, "--manifest", os.path.join(DATA, "manifest.tsv"), "--split", args.split,
-                   "--json", "--policies", policies, "--keep-ratios",
+            cmd = [args.binary, "--manifest", os.path.join(DATA, "manifest.tsv"), "--split", args.split,
+                   "--json", "--frames", "all", "--policies", policies, "--keep-ratios",
                    ",".join(f"{r:g}" for r in ratios)] + flags
             out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True).stdout
@@ -119,9 +122,10 @@ def summarize(rows, split, path_md):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--split", default="test")
-    ap.add_argument("--ratios", default="0.6,0.4,0.2")
+    ap.add_argument("--ratios", default="0.4,0.2,0.1")
     ap.add_argument("--tolerances", default="0.1,0.2")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--binary", default=BINARY, help="asr_whisper (default: run_quality's build)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--from-jsonl", help="only summarise an earlier run's rows")
     args = ap.parse_args()
