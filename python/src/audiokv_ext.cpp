@@ -432,6 +432,40 @@ struct py_policy {
   audiokv::eviction_policy& get() { return *policy; }
 };
 
+/// The AudioKV cache behind `self`, for the calls only it has (snapshot, restore).
+audiokv::tiered_cache<>& audiokv_cache(py_policy& self, const char* where) {
+  auto* cache = dynamic_cast<audiokv::tiered_cache<>*>(self.policy.get());
+  if (cache == nullptr) {
+    fail(where, "self", std::string("a '") + self.get().name() + "' policy",
+         "has no snapshot (only make_policy('audiokv') caches have one)");
+  }
+  return *cache;
+}
+
+/// Policy.snapshot(): the cache's whole mutable state as bytes (tiered_cache::snapshot).
+nb::bytes snapshot(py_policy& self) {
+  busy_guard guard(*self.busy);
+  const audiokv::tiered_cache<>& cache = audiokv_cache(self, "snapshot");
+  std::string out(cache.snapshot_size(), '\0');
+  cache.snapshot(audiokv::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), out.size()));
+  return nb::bytes(out.data(), out.size());
+}
+
+/// Policy.restore(data): tiered_cache::restore from any C-contiguous bytes-like object; a bad
+/// snapshot raises audiokv.Error naming "snapshot" and changes nothing.
+void restore(py_policy& self, nb::handle data) {
+  busy_guard guard(*self.busy);
+  audiokv::tiered_cache<>& cache = audiokv_cache(self, "restore");
+  Py_buffer view;
+  if (data.is_none() || PyObject_GetBuffer(data.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) {
+    PyErr_Clear();
+    fail_type("restore", "data", data, "must be bytes-like (what Policy.snapshot() returned)");
+  }
+  const std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> release(&view, PyBuffer_Release);
+  cache.restore(audiokv::span<const std::byte>(static_cast<const std::byte*>(view.buf),
+                                               static_cast<std::size_t>(view.len)));
+}
+
 void append(py_policy& self, nb::handle pos, nb::handle speaker, nb::handle voice, nb::handle flags,
             nb::handle prior, nb::handle key_norms) {
   busy_guard guard(*self.busy);
@@ -1283,6 +1317,14 @@ NB_MODULE(_ext, m) {
           },
           "target"_a.none(), "out"_a.none() = nb::none(),
           nb::sig("def plan_to(self, target: int, out: Plan | None = None) -> Plan"))
+      .def("snapshot", &snapshot, nb::sig("def snapshot(self) -> bytes"),
+           "AudioKV only: the cache's whole mutable state (cells, scores, statistics, ...) in "
+           "a versioned, checksummed byte format, for preemption, swap or a beam's branch.")
+      .def("restore", &restore, "data"_a.none(), nb::sig("def restore(self, data: bytes) -> None"),
+           "AudioKV only: replaces the state by a snapshot() of a cache with the same "
+           "configuration and capacity; it then continues bit for bit like the original. A "
+           "truncated, corrupt or mismatched snapshot raises audiokv.Error naming 'snapshot' "
+           "and changes nothing. Plans made before it are stale.")
       .def("apply", &apply, "plan"_a.none(), nb::sig("def apply(self, plan: Plan) -> None"),
            "Commits a plan this policy made for its current state (a stale plan raises "
            "audiokv.Error). Apply the same plan to the K/V first (audiokv.compact).")
