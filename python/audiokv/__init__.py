@@ -39,6 +39,7 @@ __all__ = [
     "make_policy",
     "observe_lse",
     "policy_names",
+    "share_layer_plan",
     "__version__",
 ]
 
@@ -68,6 +69,7 @@ from ._ext import (  # noqa: E402
     PrefetchConfig,
     compact,
     make_adakv_heads,
+    share_layer_plan,
 )
 
 __version__ = _ext.version

@@ -35,6 +35,7 @@
 
 #include <audiokv/audiokv.hpp>
 #include <audiokv/cpu/lse_scores.hpp>
+#include <audiokv/pool/layer_plan.hpp>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -1169,6 +1170,71 @@ void observe_lse(nb::handle policies, nb::handle q_obj, nb::handle k_obj, nb::ha
                             workspace.data(), workspace.size());
 }
 
+// share_layer_plan(policies, plans, rule="max")
+
+/// One layer's heads: policies[h] made plans[h] for the same cells; the plans are rewritten into
+/// one shared keep-set (audiokv::share_layer_plan; a cell is protected where its AudioKV cache
+/// says so, never in a baseline). Returns the cells evicted in every head.
+std::int32_t share_layer_plan(nb::handle policies, nb::handle plans, const std::string& rule) {
+  constexpr const char* where = "share_layer_plan";
+  audiokv::head_reduce reduce = audiokv::head_reduce::max;
+  if (rule == "mean") {
+    reduce = audiokv::head_reduce::mean;
+  } else if (rule != "max") {
+    fail(where, "rule", rule, "must be 'max' or 'mean'");
+  }
+  std::vector<py_policy*> owners;
+  for (nb::handle item : nb::iter(policies)) {
+    py_policy* p = nullptr;
+    if (!nb::try_cast(item, p, /*convert=*/false) || p == nullptr) {
+      fail_type(where, audiokv::detail::indexed("policies", static_cast<long long>(owners.size())),
+                item, "must be an audiokv.Policy");
+    }
+    owners.push_back(p);
+  }
+  std::vector<py_plan*> given;
+  for (nb::handle item : nb::iter(plans)) {
+    given.push_back(
+        &plan_arg(item, where,
+                  audiokv::detail::indexed("plans", static_cast<long long>(given.size())).c_str()));
+  }
+  if (given.size() != owners.size() || given.empty()) {
+    fail(where, "len(plans)", std::to_string(given.size()),
+         ("must equal len(policies) = " + std::to_string(owners.size()) + ", at least 1").c_str());
+  }
+  // Each policy and plan once: a head listed twice is a caller's mistake, and its guard says so.
+  std::vector<std::unique_ptr<busy_guard>> guards;
+  std::vector<std::unique_ptr<plan_use>> uses;
+  std::vector<const audiokv::tiered_cache<>*> caches;
+  for (std::size_t h = 0; h < owners.size(); ++h) {
+    guards.push_back(std::make_unique<busy_guard>(*owners[h]->busy));
+    uses.push_back(std::make_unique<plan_use>(
+        *given[h], /*write=*/true,
+        audiokv::detail::indexed("plans", static_cast<long long>(h)).c_str()));
+    caches.push_back(dynamic_cast<const audiokv::tiered_cache<>*>(owners[h]->policy.get()));
+  }
+  // The plans move into one array for the call and back after it, whatever it throws (a
+  // failed call changes no plan).
+  std::vector<audiokv::eviction_plan> layer(given.size());
+  for (std::size_t h = 0; h < given.size(); ++h) std::swap(layer[h], given[h]->plan);
+  struct swap_back {
+    std::vector<audiokv::eviction_plan>& layer;
+    std::vector<py_plan*>& given;
+    ~swap_back() {
+      for (std::size_t h = 0; h < given.size(); ++h) std::swap(layer[h], given[h]->plan);
+    }
+  } restore_plans{layer, given};
+  audiokv::layer_plan_workspace ws;
+  nb::gil_scoped_release release;
+  return audiokv::share_layer_plan(
+      audiokv::span<audiokv::eviction_plan>(layer.data(), layer.size()), reduce,
+      [&](std::int32_t h, std::int32_t c) {
+        const audiokv::tiered_cache<>* cache = caches[static_cast<std::size_t>(h)];
+        return cache != nullptr && cache->is_protected(c);
+      },
+      ws);
+}
+
 }  // namespace
 
 NB_MODULE(_ext, m) {
@@ -1375,6 +1441,15 @@ NB_MODULE(_ext, m) {
 
   m.def("make_policy", &make_policy, "name"_a.none(), "options"_a,
         nb::sig("def make_policy(name: str, **options) -> Policy"));
+  m.def("share_layer_plan", &share_layer_plan, "policies"_a, "plans"_a, "rule"_a = "max",
+        nb::sig("def share_layer_plan(policies: typing.Sequence[Policy], plans: "
+                "typing.Sequence[Plan], rule: str = 'max') -> int"),
+        "One layer's heads: rewrites plans[h] (made by policies[h] for the same cells) into one "
+        "shared keep-set, for K/V blocks that hold every head of a layer. The layer evicts as "
+        "many cells as the head that evicted most, chosen among the cells some head evicted, "
+        "lowest score first (max or mean over the heads); a cell protected in any AudioKV head "
+        "stays. Returns the cells evicted; apply plans[h] to policies[h] afterwards. A bad "
+        "argument raises naming it and changes no plan.");
   m.def("make_adakv_heads", &make_adakv_heads, "num_heads"_a.none(), "options"_a,
         nb::sig("def make_adakv_heads(num_heads: int, **options) -> list[Policy]"));
   m.def("compact", &compact, "kv"_a.none(), "plan"_a.none(), "head"_a.none() = nb::none(),
