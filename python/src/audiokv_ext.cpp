@@ -1128,6 +1128,19 @@ nb::object lse_scores(nb::handle q_obj, nb::handle k_obj, nb::handle lse_obj,
   return scores_obj;
 }
 
+/// One busy_guard per distinct busy flag of `owners` (the heads of an adakv group share theirs).
+std::vector<std::unique_ptr<busy_guard>> guard_each(const std::vector<py_policy*>& owners) {
+  std::vector<std::unique_ptr<busy_guard>> guards;
+  std::vector<const std::atomic<bool>*> taken;
+  for (py_policy* p : owners) {
+    if (std::find(taken.begin(), taken.end(), p->busy.get()) == taken.end()) {
+      guards.push_back(std::make_unique<busy_guard>(*p->busy));
+      taken.push_back(p->busy.get());
+    }
+  }
+  return guards;
+}
+
 void observe_lse(nb::handle policies, nb::handle q_obj, nb::handle k_obj, nb::handle lse_obj,
                  const std::string& base, double scale, const std::string& mode,
                  const std::string& layout, nb::handle seq_lens, nb::handle indptr,
@@ -1153,17 +1166,9 @@ void observe_lse(nb::handle policies, nb::handle q_obj, nb::handle k_obj, nb::ha
          ("must be batch * num_kv_heads = " + std::to_string(want) +
           " (sequence-major: policies[b * num_kv_heads + h])")
              .c_str());
-  // One guard per busy flag (the heads of an adakv group share theirs).
-  std::vector<std::unique_ptr<busy_guard>> guards;
-  std::vector<const std::atomic<bool>*> taken;
+  const std::vector<std::unique_ptr<busy_guard>> guards = guard_each(owners);
   std::vector<audiokv::eviction_policy*> raw;
-  for (py_policy* p : owners) {
-    if (std::find(taken.begin(), taken.end(), p->busy.get()) == taken.end()) {
-      guards.push_back(std::make_unique<busy_guard>(*p->busy));
-      taken.push_back(p->busy.get());
-    }
-    raw.push_back(&p->get());
-  }
+  for (py_policy* p : owners) raw.push_back(&p->get());
   std::vector<float> workspace(audiokv::cpu::observe_lse_workspace_floats(c.s));
   nb::gil_scoped_release release;
   audiokv::cpu::observe_lse(c.s, c.k, c.k_elements, raw.data(), static_cast<float>(mass_tolerance),
@@ -1202,12 +1207,11 @@ std::int32_t share_layer_plan(nb::handle policies, nb::handle plans, const std::
     fail(where, "len(plans)", std::to_string(given.size()),
          ("must equal len(policies) = " + std::to_string(owners.size()) + ", at least 1").c_str());
   }
-  // Each policy and plan once: a head listed twice is a caller's mistake, and its guard says so.
-  std::vector<std::unique_ptr<busy_guard>> guards;
+  // The policies are only read; each plan is rewritten, so a plan listed twice is refused.
+  const std::vector<std::unique_ptr<busy_guard>> guards = guard_each(owners);
   std::vector<std::unique_ptr<plan_use>> uses;
   std::vector<const audiokv::tiered_cache<>*> caches;
   for (std::size_t h = 0; h < owners.size(); ++h) {
-    guards.push_back(std::make_unique<busy_guard>(*owners[h]->busy));
     uses.push_back(std::make_unique<plan_use>(
         *given[h], /*write=*/true,
         audiokv::detail::indexed("plans", static_cast<long long>(h)).c_str()));

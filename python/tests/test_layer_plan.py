@@ -11,8 +11,11 @@ import audiokv
 def heads(name, count=4, cells=120, budget=48, seed=0):
     """`count` policies over the same `cells` frames, each fed its own attention rows."""
     rng = np.random.default_rng(seed)
-    policies = [audiokv.make_policy(name, budget=budget, capacity=4 * budget, window=4)
-                for _ in range(count)]
+    if name == "adakv":  # one group: the heads share a layer's budget and a busy flag
+        policies = audiokv.make_adakv_heads(count, budget=budget, capacity=4 * budget, window=4)
+    else:
+        policies = [audiokv.make_policy(name, budget=budget, capacity=4 * budget, window=4)
+                    for _ in range(count)]
     for policy in policies:
         policy.append(np.arange(cells), voice=np.ones(cells, np.float32))
         for _ in range(4):
@@ -21,7 +24,8 @@ def heads(name, count=4, cells=120, budget=48, seed=0):
     return policies
 
 
-@pytest.mark.parametrize("name,rule", [("audiokv", "max"), ("audiokv", "mean"), ("h2o", "max")])
+@pytest.mark.parametrize("name,rule",
+                         [("audiokv", "max"), ("audiokv", "mean"), ("h2o", "max"), ("adakv", "max")])
 def test_the_heads_of_a_layer_keep_one_set(name, rule):
     policies = heads(name)
     plans = [policy.plan_to(48) for policy in policies]

@@ -89,9 +89,8 @@ AUDIOKV_HOST_DEVICE double segment_floor_cell_weight(const std::int32_t* pos, co
 /// last F - (G - 1) m), less the cells already kept in it (tier != 0: sinks, protected cells),
 /// which are not chosen again: its unkept cells of highest score (score 0 past scored_until),
 /// ties to the cell whose midpoint lies nearest the segment's anchor (g + phase) S, then the
-/// older. A segment
-/// without cells keeps nothing; those cells return to the caller's ranking. O(n m), no
-/// allocation; `pos` ascending, `voice` in [0, 1].
+/// older. A segment without cells keeps nothing; those cells return to the caller's ranking.
+/// O(n m), no allocation; `pos` ascending, `voice` in [0, 1].
 AUDIOKV_HOST_DEVICE std::int32_t mark_segment_floor(const std::int32_t* pos, const float* voice,
                                                     const float* score, std::int32_t n,
                                                     const segment_floor_params& p,
