@@ -9,12 +9,12 @@ is the true model, and the budget counts the audio's frames.
 Usage:
   benchmarks/quality/run_memory_features.py [--split test|dev] [--ratios 0.4,0.2,0.1]
                                             [--tolerances 0.1,0.2] [--jobs 2] [--out DIR]
-                                            [--binary PATH]
+                                            [--binary PATH] [--manifest FILE --set NAME]
                                             [--from-jsonl FILE]
 
 Writes, under --out (default benchmarks/results):
-  memory_features_<split>.jsonl  the asr_whisper rows (one per configuration x retention x clip)
-  memory_features_<split>.md     corpus WER with 95% bootstrap intervals, delta WER against the
+  memory_features_[<set>_]<split>.jsonl  the asr_whisper rows (one per configuration x retention x clip)
+  memory_features_[<set>_]<split>.md     corpus WER with 95% bootstrap intervals, delta WER against the
                                  full cache and against the same retention without the feature
                                  (paired), mean K/V bytes held while decoding (rows + slot
                                  tables, all heads), bytes saved against dense float rows of the
@@ -55,7 +55,7 @@ def run_all(args, configs, ratios):
                     return
                 suffix, flags = queue.pop(0)
             policies = "full," + POLICY if suffix == "" else POLICY
-            cmd = [args.binary, "--manifest", os.path.join(DATA, "manifest.tsv"), "--split", args.split,
+            cmd = [args.binary, "--manifest", args.manifest, "--split", args.split,
                    "--json", "--frames", "all", "--policies", policies, "--keep-ratios",
                    ",".join(f"{r:g}" for r in ratios)] + flags
             out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE,
@@ -126,10 +126,14 @@ def main():
     ap.add_argument("--tolerances", default="0.1,0.2")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--binary", default=BINARY, help="asr_whisper (default: run_quality's build)")
+    ap.add_argument("--manifest", default=os.path.join(DATA, "manifest.tsv"),
+                    help="clips (default: the Asterisk set)")
+    ap.add_argument("--set", default="", help="name in the output files: memory_features_SET_SPLIT")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
     ap.add_argument("--from-jsonl", help="only summarise an earlier run's rows")
     args = ap.parse_args()
-    jsonl = os.path.join(args.out, f"memory_features_{args.split}.jsonl")
+    prefix = os.path.join(args.out, "memory_features_" + (args.set + "_" if args.set else "") + args.split)
+    jsonl = prefix + ".jsonl"
     if args.from_jsonl:
         rows = [json.loads(line) for line in open(args.from_jsonl) if line.strip()]
     else:
@@ -139,7 +143,7 @@ def main():
         with open(jsonl, "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
-    summarize(rows, args.split, os.path.join(args.out, f"memory_features_{args.split}.md"))
+    summarize(rows, args.split + (f", {args.set} set" if args.set else ""), prefix + ".md")
 
 
 if __name__ == "__main__":
