@@ -64,23 +64,20 @@ struct options {
   double keep_ratio = 1.0;
   int observe_steps = 0;  ///< 0: the prompt length plus 4 decode steps
   bool follow_trigger = false;
-  int rank_block = -1;           ///< audiokv local_rank_stage block; -1: library default
-  double voice_weight = -1;      ///< audiokv voice weight; -1: library default
-  double evaluation_share = -1;  ///< audiokv evaluation threshold; -1: library default
-  int sinks_first = -1;          ///< audiokv speech.sinks.first; -1: library default
-  int sinks_observed = -1;       ///< audiokv speech.sinks.observed
-  double coverage_share = -1;    ///< audiokv speech.coverage.share
-  double segment_ms = -1;        ///< audiokv speech.coverage.segment_ms
-  double silence_weight = -1;    ///< audiokv speech.coverage.silence_weight
-  double lookback_ms = -1;       ///< audiokv speech.frontier.lookback_ms
-  double past_density = -1;      ///< audiokv speech.frontier.past_density
-  double past_decay_ms = -1;     ///< audiokv speech.frontier.past_decay_ms
-  double past_decay_floor = -1;  ///< audiokv speech.frontier.past_decay_floor
-  double centre_band = -1;       ///< audiokv speech.coverage.centre_band
-  int segment_cells = -1;        ///< audiokv speech.coverage.segment_cells
-  /// audiokv speech.coverage.phase: empty (the library's), a number in [0, 1] for every head,
-  /// or "stagger" for (head + 0.5) / heads.
-  std::string floor_phase;
+  int rank_block = -1;                ///< audiokv local_rank_stage block; -1: library default
+  double voice_weight = -1;           ///< audiokv voice weight; -1: library default
+  double evaluation_share = -1;       ///< audiokv evaluation threshold; -1: library default
+  int sinks_first = -1;               ///< audiokv speech.sinks.first; -1: library default
+  int sinks_observed = -1;            ///< audiokv speech.sinks.observed
+  double coverage_share = -1;         ///< audiokv speech.coverage.share
+  double segment_ms = -1;             ///< audiokv speech.coverage.segment_ms
+  double silence_weight = -1;         ///< audiokv speech.coverage.silence_weight
+  double lookback_ms = -1;            ///< audiokv speech.frontier.lookback_ms
+  double past_density = -1;           ///< audiokv speech.frontier.past_density
+  double past_decay_ms = -1;          ///< audiokv speech.frontier.past_decay_ms
+  double past_decay_floor = -1;       ///< audiokv speech.frontier.past_decay_floor
+  double centre_band = -1;            ///< audiokv speech.coverage.centre_band
+  int segment_cells = -1;             ///< audiokv speech.coverage.segment_cells
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
@@ -97,6 +94,9 @@ struct options {
   /// --granularity: one keep-set per (layer, head), or per layer (max or mean over the heads)
   audiokv_policy_hook::plan_granularity granularity = audiokv_policy_hook::plan_granularity::head;
   audiokv::head_reduce head_rule = audiokv::head_reduce::max;
+  /// audiokv speech.coverage.phase: empty (the library's), a number in [0, 1] for every head,
+  /// or "stagger" for (head + 0.5) / heads.
+  std::string floor_phase;
 };
 
 /// Comma-separated list.

@@ -447,9 +447,14 @@ audiokv::tiered_cache<>& audiokv_cache(py_policy& self, const char* where) {
 nb::bytes snapshot(py_policy& self) {
   busy_guard guard(*self.busy);
   const audiokv::tiered_cache<>& cache = audiokv_cache(self, "snapshot");
-  std::string out(cache.snapshot_size(), '\0');
-  cache.snapshot(audiokv::span<std::byte>(reinterpret_cast<std::byte*>(out.data()), out.size()));
-  return nb::bytes(out.data(), out.size());
+  const std::size_t size = cache.snapshot_size();
+  // Written straight into the new bytes object (no second copy).
+  auto out =
+      nb::steal<nb::bytes>(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size)));
+  if (!out.is_valid()) throw nb::python_error();
+  cache.snapshot(
+      audiokv::span<std::byte>(reinterpret_cast<std::byte*>(PyBytes_AS_STRING(out.ptr())), size));
+  return out;
 }
 
 /// Policy.restore(data): tiered_cache::restore from any C-contiguous bytes-like object; a bad
