@@ -184,6 +184,8 @@ void usage(std::ostream& os) {
         "  --end-rollbacks N  streaming, with the end stop: before ending the output on a\n"
         "                  repeat once every frame is revealed, cut it back to where the\n"
         "                  span's first copy began and decode on, at most N times (default 4)\n"
+        "  --end-rollback-loop 0|1  streaming: the end rollback cuts back to the first of the\n"
+        "                  consecutive copies of the repeated span (default 0)\n"
         "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"
@@ -511,6 +513,8 @@ int run(int argc, char** argv) {
       o.stream.refresh_at_end = parse_int(next(), "--refresh-at-end") != 0;
     else if (a == "--end-rollbacks")
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
+    else if (a == "--end-rollback-loop")
+      o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
     else if (a == "--voice-gate")
       o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")

@@ -198,6 +198,12 @@ void unit_checks() {
             repeated_span_without_progress(said, at, 8, 40) == 1 &&
             repeated_span_without_progress(said, at, 9, 31) == 0,
         "repeat stop: the repeated span's length (8 9 8 9: 2, so the cut keeps 7; 8 8: 1)");
+  // The loop's start: the first of the consecutive equal copies of the span.
+  const std::vector<int32_t> loop = {5, 7, 7, 7};
+  check(repeated_run_start(loop, 7, 1) == 1 && repeated_run_start(said, 9, 2) == 1 &&
+            repeated_run_start({7, 8, 9, 7, 8}, 9, 3) == 0 && repeated_run_start({}, 4, 1) == 0 &&
+            repeated_run_start({4, 5}, 5, 1) == 1,
+        "end rollback to the loop's start (5 7 7 7 7: 1; 7 8 9 8 9: 1; 7 8 9 7 8 9: 0)");
 
   check(half_to_float(0x3c00) == 1.0f && half_to_float(0xc000) == -2.0f &&
             half_to_float(0x0001) == std::ldexp(1.0f, -24) && std::isinf(half_to_float(0x7c00)),

@@ -95,6 +95,11 @@ struct streaming_options {
   /// WER): Whisper base +1.88 to +1.38 points (Asterisk) and +4.04 to +2.88 (voices); tiny.en
   /// +1.13 to +1.16 and +0.39 unchanged.
   int end_rollbacks = 4;
+  /// End rollback to the loop's start: the cut goes back to where the first of the consecutive
+  /// equal copies of the repeated span begins, not to the second-to-last copy. A decoder that
+  /// looped while audio arrived ("Good Good Good ...") otherwise loses one copy per rollback
+  /// and the end stop keeps the rest.
+  bool end_rollback_loop = false;
   /// Refresh on hold: before the repeat stop holds a token back (or the end stop ends the
   /// output), the decoder's self-attention rows of every earlier position are recomputed over
   /// the frames revealed by then (inputs forced, no hook observing), once per revealed count,
@@ -129,6 +134,22 @@ inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
     }
   }
   return 0;
+}
+
+/// Where the run of consecutive equal copies of the last `span` tokens of `tokens` + `next`
+/// begins: the smallest i such that [i, n] is whole copies of that span (n tokens with `next`).
+inline int repeated_run_start(const std::vector<int32_t>& tokens, int32_t next, int span) {
+  const auto n = static_cast<std::ptrdiff_t>(tokens.size()) + 1;
+  auto at = [&](std::ptrdiff_t i) { return i + 1 == n ? next : tokens[static_cast<size_t>(i)]; };
+  std::ptrdiff_t start = n - span;
+  while (start - span >= 0) {
+    bool equal = true;
+    for (std::ptrdiff_t i = 0; i < span && equal; ++i)
+      equal = at(start - span + i) == at(start + i);
+    if (!equal) break;
+    start -= span;
+  }
+  return static_cast<int>(start);
 }
 
 /// @brief Greedy Whisper decoder over a cross_kv_cache, with an eviction hook called per
@@ -378,8 +399,12 @@ class whisper_decoder {
           continue;
         }
         if (all_revealed) {
-          // End rollback: the first copy starts at n + 1 - 2 * span of the n tokens + `best`.
-          const int cut = static_cast<int>(res.tokens.size()) + 1 - 2 * span;
+          // End rollback: the first copy starts at n + 1 - 2 * span of the n tokens + `best`,
+          // the loop at its first consecutive copy.
+          const int cut = !stuck ? 0
+                          : stream->end_rollback_loop
+                              ? repeated_run_start(res.tokens, static_cast<int32_t>(best), span)
+                              : static_cast<int>(res.tokens.size()) + 1 - 2 * span;
           if (stuck && stream->end_stop && res.rollbacks < stream->end_rollbacks &&
               std::find(rolled_back_to.begin(), rolled_back_to.end(), cut) ==
                   rolled_back_to.end()) {
