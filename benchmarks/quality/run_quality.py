@@ -19,9 +19,10 @@ past the first voiced frame are revealed (voice gate); otherwise the next chunk 
 Before the repeat stop holds a token back, the decoder's earlier rows are recomputed over the
 frames revealed by then and the step is decided again (refresh on hold). Once every frame is
 revealed, a repeat the repeat stop would still hold back first cuts the output back to where
-the span's first copy began and decoding goes on over every frame (end rollback, at most 4 per
-clip, once per cut), and after that ends the output (end stop); before end of text is emitted
-there, the earlier rows are recomputed over every frame once (refresh at the end). The
+the first of the span's consecutive copies began and decoding goes on over every frame (end
+rollback, at most 4 per clip, once per cut), and after that ends the output (end stop); before
+end of text is emitted there, the earlier rows are recomputed over every frame once (refresh
+at the end). The
 window's last 16 frames (the padding's encoding) are fixed cells every head attends to, paid
 from every budget; every policy holds at most its budget at every moment, so peak K/V = budget.
 Reference: the same protocol with the full cache. Caveat: the encoder saw the whole window.
@@ -331,8 +332,8 @@ def summarize(rows, path_md, path_png, set_name=""):
                 f"protocol streaming; reference: the full cache under the same protocol, WER "
                 f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
                 "revealed 0.5 s at a time, AlignAtt emission (align 50 frames, look-back stop 25, "
-                "repeat stop with refresh on hold, voice gate, end rollback, end stop, refresh at the "
-                "end); the window's "
+                "repeat stop with refresh on hold, voice gate, end rollback to the loop's start, end "
+                "stop, refresh at the end); the window's "
                 "last 16 frames are fixed sinks paid from the budget "
                 "round(retention x N_a); every policy holds at most its budget at every moment "
                 "(peak K/V = budget). The encoder saw the whole window."),

@@ -185,7 +185,7 @@ void usage(std::ostream& os) {
         "                  repeat once every frame is revealed, cut it back to where the\n"
         "                  span's first copy began and decode on, at most N times (default 4)\n"
         "  --end-rollback-loop 0|1  streaming: the end rollback cuts back to the first of the\n"
-        "                  consecutive copies of the repeated span (default 0)\n"
+        "                  consecutive copies of the repeated span (default 1)\n"
         "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"

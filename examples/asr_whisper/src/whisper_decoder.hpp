@@ -98,8 +98,11 @@ struct streaming_options {
   /// End rollback to the loop's start: the cut goes back to where the first of the consecutive
   /// equal copies of the repeated span begins, not to the second-to-last copy. A decoder that
   /// looped while audio arrived ("Good Good Good ...") otherwise loses one copy per rollback
-  /// and the end stop keeps the rest.
-  bool end_rollback_loop = false;
+  /// and the end stop keeps the rest. Chosen on the fresh and the wide dev splits
+  /// (benchmarks/results/quality_reference_dev_loop.md, rule fixed before the runs; full cache,
+  /// streaming minus offline WER): Whisper base +3.09 to +1.53 points (fresh voices), +2.84 to
+  /// +2.86 (wide voices), Asterisk unchanged; tiny.en unchanged on all four.
+  bool end_rollback_loop = true;
   /// Refresh on hold: before the repeat stop holds a token back (or the end stop ends the
   /// output), the decoder's self-attention rows of every earlier position are recomputed over
   /// the frames revealed by then (inputs forced, no hook observing), once per revealed count,
