@@ -12,7 +12,8 @@ in each protocol. Tuning is for the dev splits only.
 Usage:
   check_reference.py --set asterisk=build/data/asr/manifest.tsv \\
       --set voices=build/data/voices/manifest.tsv --split dev --models tiny.en,base \\
-      --variant "current=" --variant "gate=--voice-gate 1" --jsonl out.jsonl --md out.md
+      --variant "current=" --variant "gate=--voice-gate 1" --jsonl out.jsonl --md out.md \\
+      [--reuse earlier.jsonl]
 """
 import argparse
 import json
@@ -45,6 +46,8 @@ def main():
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--md", required=True)
     ap.add_argument("--from-jsonl", action="store_true", help="only summarise --jsonl")
+    ap.add_argument("--reuse", help="an earlier run's --jsonl: its rows of the same model, set, "
+                                    "protocol and flags are taken instead of run again")
     args = ap.parse_args()
     sets = [tuple(s.split("=", 1)) for s in args.set]
     variants = [tuple(v.split("=", 1)) for v in args.variant] or [("default", "")]
@@ -53,11 +56,20 @@ def main():
     if args.from_jsonl:
         rows = [json.loads(line) for line in open(args.jsonl)]
     else:
+        reused = [json.loads(line) for line in open(args.reuse)] if args.reuse else []
         partial = open(args.jsonl + ".partial", "w")  # rows as they arrive
         for model in models:
             for set_name, manifest in sets:
                 jobs = [("offline", "offline", "")] + [(n, "streaming", f) for n, f in variants]
                 for name, protocol, flags in jobs:
+                    old = [dict(r, variant=name) for r in reused if r["model"] == model
+                           and r["set"] == set_name and r["protocol"] == protocol
+                           and (protocol == "offline" or r["flags"] == flags)]
+                    if old:
+                        rows += old
+                        partial.writelines(json.dumps(r) + "\n" for r in old)
+                        print(f"reused {model} {set_name} {name}", file=sys.stderr, flush=True)
+                        continue
                     for r in run(args.binary, model, manifest, args.split, protocol, flags,
                                  args.max_clips):
                         rows.append({"model": model, "set": set_name, "variant": name,

@@ -177,6 +177,9 @@ void usage(std::ostream& os) {
         "                  the first span's (default 1)\n"
         "  --repeat-advance N  streaming: a repeated span counts as progress only when the peak\n"
         "                  lies more than N frames past the first span's (default 0)\n"
+        "  --repeat-by-extent 0|1  streaming: a repeated span counts as progress only when the\n"
+        "                  peak also lies past the first copy's last peak by that copy's\n"
+        "                  extent (its last peak minus the peak before it) (default 0)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
         "                  would hold back ends the output (default 1)\n"
         "  --refresh-at-end 0|1  streaming: once every frame is revealed, recompute the\n"
@@ -505,6 +508,8 @@ int run(int argc, char** argv) {
       o.stream.repeat_stop = parse_int(next(), "--repeat-stop") != 0;
     else if (a == "--repeat-advance")
       o.stream.repeat_advance = parse_int(next(), "--repeat-advance");
+    else if (a == "--repeat-by-extent")
+      o.stream.repeat_by_extent = parse_int(next(), "--repeat-by-extent") != 0;
     else if (a == "--refresh-on-hold")
       o.stream.refresh_on_hold = parse_int(next(), "--refresh-on-hold") != 0;
     else if (a == "--end-stop")
@@ -733,6 +738,8 @@ int run(int argc, char** argv) {
         js << ",\"n_frames\":" << n_frames << ",\"n_speech_frames\":" << clip.n_speech_frames
            << ",\"n_voice_frames\":" << n_voice << ",\"tokens\":[";
         for (size_t i = 0; i < r.tokens.size(); ++i) js << (i ? "," : "") << r.tokens[i];
+        js << "],\"token_peaks\":[";
+        for (size_t i = 0; i < r.token_peaks.size(); ++i) js << (i ? "," : "") << r.token_peaks[i];
         js << "],\"n_tokens\":" << r.tokens.size()
            << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
            << json_escape(text) << "\",\"reference\":\"" << json_escape(spec.reference)

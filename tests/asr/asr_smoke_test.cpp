@@ -198,6 +198,18 @@ void unit_checks() {
             repeated_span_without_progress(said, at, 8, 40) == 1 &&
             repeated_span_without_progress(said, at, 9, 31) == 0,
         "repeat stop: the repeated span's length (8 9 8 9: 2, so the cut keeps 7; 8 8: 1)");
+  // By extent: 8 9 8 9's first copy spans peaks 10 -> 30 (the token before it, 7, at 10), so
+  // the second must reach past 30 + 20 = 50; 8 8's first 8 (at 40, the 9 before it at 30) needs
+  // past 50; 7 7 at the output's start counts its extent from frame 0.
+  check(repeated_span_without_progress(said, at, 9, 50, 0, true) == 2 &&
+            repeated_span_without_progress(said, at, 9, 51, 0, true) == 0 &&
+            repeated_span_without_progress(said, at, 8, 50, 0, true) == 1 &&
+            repeated_span_without_progress(said, at, 8, 51, 0, true) == 0 &&
+            repeated_span_without_progress({7}, {12}, 7, 24, 0, true) == 1 &&
+            repeated_span_without_progress({7}, {12}, 7, 25, 0, true) == 0 &&
+            repeated_span_without_progress(said, at, 9, 60, 30, true) == 2 &&
+            repeated_span_without_progress(said, at, 9, 61, 30, true) == 0,
+        "repeat stop by extent: the second copy must cover the first copy's audio again");
   // The loop's start: the first of the consecutive equal copies of the span.
   const std::vector<int32_t> loop = {5, 7, 7, 7};
   check(repeated_run_start(loop, 7, 1) == 1 && repeated_run_start(said, 9, 2) == 1 &&

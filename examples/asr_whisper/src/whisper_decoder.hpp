@@ -20,6 +20,9 @@ namespace asr {
 /// @brief Result of one greedy decode.
 struct decode_result {
   std::vector<int32_t> tokens;  ///< generated text tokens (no prompt, no EOT)
+  /// Streaming: each token's alignment peak (the alignment heads' median argmax frame) when it
+  /// was emitted; empty offline.
+  std::vector<int> token_peaks;
   bool reached_eot = false;
   int steps = 0;  ///< decoder forward steps (prompt + generated)
   double seconds = 0.0;
@@ -80,6 +83,11 @@ struct streaming_options {
   /// peak for a repeated span to count as progress (0: any advance counts). A span that
   /// repeats while the peak creeps on by a frame or two is a loop, not speech.
   int repeat_advance = 0;
+  /// Repeat stop by extent: a repeated span also needs the peak past the first copy's last peak
+  /// by that copy's extent (its last peak minus the peak of the token before it, frame 0 at the
+  /// output's start). A span said twice covers its audio twice; a stutter ("our our our") creeps
+  /// on by a frame or two.
+  bool repeat_by_extent = false;
   /// End stop (with repeat_stop): once every frame is revealed, a token the repeat stop would
   /// hold back ends the output instead. There is no audio left to wait for, and a span repeated
   /// where the alignment has not moved on is a loop (Whisper base otherwise loops to the token
@@ -123,16 +131,22 @@ struct streaming_options {
 
 /// The shortest k <= 8 such that `tokens` + `next` ends in two equal spans of k tokens and
 /// `peak` does not lie more than `advance` frames after the peak at which the first span's last
-/// token was emitted (`peaks` per token); 0 when there is none.
+/// token was emitted (`peaks` per token); with `by_extent`, nor more than the first copy's
+/// extent (that peak minus the peak before the copy, 0 at the start) after it. 0 when there is
+/// none.
 inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
                                           const std::vector<int>& peaks, int32_t next, int peak,
-                                          int advance = 0) {
+                                          int advance = 0, bool by_extent = false) {
   const auto n = static_cast<std::ptrdiff_t>(tokens.size()) + 1;  // with `next`
   auto at = [&](std::ptrdiff_t i) { return i + 1 == n ? next : tokens[static_cast<size_t>(i)]; };
   for (std::ptrdiff_t k = 1; k <= 8 && 2 * k <= n; ++k) {
     bool equal = true;
     for (std::ptrdiff_t i = 0; i < k && equal; ++i) equal = at(n - k + i) == at(n - 2 * k + i);
-    if (equal && peak <= peaks[static_cast<size_t>(n - k - 1)] + advance) {
+    if (!equal) continue;
+    const int first_last = peaks[static_cast<size_t>(n - k - 1)];
+    const int before = n - 2 * k - 1 >= 0 ? peaks[static_cast<size_t>(n - 2 * k - 1)] : 0;
+    const int margin = by_extent ? std::max(advance, first_last - before) : advance;
+    if (peak <= first_last + margin) {
       return static_cast<int>(k);
     }
   }
@@ -368,7 +382,6 @@ class whisper_decoder {
     int32_t token = prompt[0];
     int furthest_peak = 0;            // streaming: the furthest alignment peak of an emitted token
     int emitted_peak = 0;             // streaming: the alignment peak of the token being emitted
-    std::vector<int> token_peaks;     // streaming: the peak of each emitted token
     std::vector<int> rolled_back_to;  // streaming: output lengths the end rollback cut back to
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
@@ -389,9 +402,9 @@ class whisper_decoder {
         std::sort(peaks.begin(), peaks.end());
         const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
         const int span = stream->repeat_stop && best != m.eot
-                             ? repeated_span_without_progress(res.tokens, token_peaks,
-                                                              static_cast<int32_t>(best), peak,
-                                                              stream->repeat_advance)
+                             ? repeated_span_without_progress(
+                                   res.tokens, res.token_peaks, static_cast<int32_t>(best), peak,
+                                   stream->repeat_advance, stream->repeat_by_extent)
                              : 0;
         const bool stuck = span > 0;
         const bool all_revealed = cache.visible() >= cache.capacity();
@@ -414,7 +427,7 @@ class whisper_decoder {
             rolled_back_to.push_back(cut);
             ++res.rollbacks;
             res.tokens.resize(static_cast<size_t>(cut));
-            token_peaks.resize(static_cast<size_t>(cut));
+            res.token_peaks.resize(static_cast<size_t>(cut));
             step = prompt_len - 1 + cut;
             token = cut > 0 ? res.tokens.back() : prompt.back();
             continue;  // with refresh_on_hold, rows 0..step-1 were recomputed at this reveal
@@ -450,7 +463,7 @@ class whisper_decoder {
         break;
       }
       res.tokens.push_back(token);
-      token_peaks.push_back(emitted_peak);
+      if (stream != nullptr) res.token_peaks.push_back(emitted_peak);
       if (static_cast<int>(res.tokens.size()) >= max_new) break;
     }
     hook.on_clip_end();
