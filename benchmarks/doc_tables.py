@@ -209,21 +209,33 @@ def ablation_table(protocol, ratio=0.2):
     return "\n".join(lines)
 
 
-def base_offline_table():
-    """Whisper base, offline: AudioKV, the stride and the oracle per set and retention, the
-    paired AudioKV minus stride, and runaways (quality_base.jsonl, quality_voices_base.jsonl)."""
+def base_table(protocol):
+    """Whisper base: AudioKV, the stride and the oracle per set and retention, the paired AudioKV
+    minus stride, and runaways (quality[_streaming]_base.jsonl, ..._voices_base.jsonl). In
+    streaming, a line first gives the reference's WER against the offline true model's."""
     lines = ["| test set | kept | AudioKV | uniform stride | oracle (ceiling) "
              "| AudioKV − stride (95% CI); clips better–worse | runaways (AudioKV / stride / oracle) |",
              "|---|---|---|---|---|---|---|"]
-    for name, infix in (("Asterisk", "_base"), ("voices", "_voices_base")):
-        by = load_sweep("offline", infix)
+    sets = (("Asterisk", "_base"), ("voices", "_voices_base"))
+    if protocol == "streaming":
+        gaps = []
+        for name, infix in sets:
+            full, true = full_run(load_sweep(protocol, infix)), full_run(load_sweep("offline", infix))
+            ids = sorted(full)
+            a, b = 100 * corpus_wer(full, ids), 100 * corpus_wer(true, ids)
+            gaps.append(f"{name} {a:.2f}% against {b:.2f}% ({a - b:+.2f} points, {len(ids)} clips, "
+                        f"{sum(r['runaway'] for r in full.values())} runaways)")
+        lines[:0] = ["Reference (the full cache under the streaming protocol) against the true model "
+                     "(offline): " + "; ".join(gaps) + ".", ""]
+    for name, infix in sets:
+        by = load_sweep(protocol, infix)
         n = len(full_run(by))
         for x in RATIOS:
             cells = []
             for p in ("audiokv", "uniform_stride", ORACLE):
-                d, lo, hi = delta_of("offline", infix, p, x)
+                d, lo, hi = delta_of(protocol, infix, p, x)
                 cells.append(f"{d:+.2f} {ci(lo, hi)}" if x != RATIOS[-1] else f"{d:+.2f}")
-            d, lo, hi, better, worse = paired_of("offline", infix, "audiokv", "uniform_stride", x)
+            d, lo, hi, better, worse = paired_of(protocol, infix, "audiokv", "uniform_stride", x)
             diff = f"{d:+.2f} {ci(lo, hi)}"
             runaways = " / ".join(str(sum(r["runaway"] for r in by[(p, x)].values()))
                                   for p in ("audiokv", "uniform_stride", ORACLE))
@@ -439,7 +451,8 @@ REGIONS = {
     "offline_vs_stride": lambda: versus_stride_table(
         "offline", ["audiokv", "audiokv+merge", "audiokv+merge+hb0.5"]),
     "offline_ablation": lambda: ablation_table("offline"),
-    "base_offline": base_offline_table,
+    "base_offline": lambda: base_table("offline"),
+    "base_streaming": lambda: base_table("streaming"),
     "memory_features": memory_features,
     "prefetch": prefetch,
     "cpu_micro": cpu_micro,
