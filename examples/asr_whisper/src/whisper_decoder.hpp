@@ -154,7 +154,7 @@ inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
 }
 
 /// Where the run of consecutive equal copies of the last `span` tokens of `tokens` + `next`
-/// begins: the smallest i such that [i, n] is whole copies of that span (n tokens with `next`).
+/// begins: the smallest i such that [i, n) is whole copies of that span (n tokens with `next`).
 inline int repeated_run_start(const std::vector<int32_t>& tokens, int32_t next, int span) {
   const auto n = static_cast<std::ptrdiff_t>(tokens.size()) + 1;
   auto at = [&](std::ptrdiff_t i) { return i + 1 == n ? next : tokens[static_cast<size_t>(i)]; };
@@ -416,21 +416,21 @@ class whisper_decoder {
         }
         if (all_revealed) {
           // End rollback: the first copy starts at n + 1 - 2 * span of the n tokens + `best`,
-          // the loop at its first consecutive copy.
-          const int cut = !stuck ? 0
-                          : stream->end_rollback_loop
-                              ? repeated_run_start(res.tokens, static_cast<int32_t>(best), span)
-                              : static_cast<int>(res.tokens.size()) + 1 - 2 * span;
-          if (stuck && stream->end_stop && res.rollbacks < stream->end_rollbacks &&
-              std::find(rolled_back_to.begin(), rolled_back_to.end(), cut) ==
-                  rolled_back_to.end()) {
-            rolled_back_to.push_back(cut);
-            ++res.rollbacks;
-            res.tokens.resize(static_cast<size_t>(cut));
-            res.token_peaks.resize(static_cast<size_t>(cut));
-            step = prompt_len - 1 + cut;
-            token = cut > 0 ? res.tokens.back() : prompt.back();
-            continue;  // with refresh_on_hold, rows 0..step-1 were recomputed at this reveal
+          // a loop at its first consecutive copy.
+          if (stuck && stream->end_stop && res.rollbacks < stream->end_rollbacks) {
+            const int cut = stream->end_rollback_loop
+                                ? repeated_run_start(res.tokens, static_cast<int32_t>(best), span)
+                                : static_cast<int>(res.tokens.size()) + 1 - 2 * span;
+            if (std::find(rolled_back_to.begin(), rolled_back_to.end(), cut) ==
+                rolled_back_to.end()) {
+              rolled_back_to.push_back(cut);
+              ++res.rollbacks;
+              res.tokens.resize(static_cast<size_t>(cut));
+              res.token_peaks.resize(static_cast<size_t>(cut));
+              step = prompt_len - 1 + cut;
+              token = cut > 0 ? res.tokens.back() : prompt.back();
+              continue;  // with refresh_on_hold, rows 0..step-1 were recomputed at this reveal
+            }
           }
           if (stuck && stream->end_stop) best = m.eot;
           emitted_peak = peak;
