@@ -62,9 +62,10 @@ def main():
             for set_name, manifest in sets:
                 jobs = [("offline", "offline", "")] + [(n, "streaming", f) for n, f in variants]
                 for name, protocol, flags in jobs:
-                    old = [dict(r, variant=name) for r in reused if r["model"] == model
-                           and r["set"] == set_name and r["protocol"] == protocol
-                           and (protocol == "offline" or r["flags"] == flags)]
+                    old = list({r["clip"]: dict(r, variant=name) for r in reused  # one per clip
+                                if r["model"] == model and r["set"] == set_name
+                                and r["protocol"] == protocol
+                                and (protocol == "offline" or r["flags"] == flags)}.values())
                     if old:
                         rows += old
                         partial.writelines(json.dumps(r) + "\n" for r in old)
