@@ -129,6 +129,24 @@ struct streaming_options {
   bool refresh_at_end = true;
 };
 
+/// The output `tokens` followed by a candidate `next`, read as one sequence of size() tokens.
+struct output_with_next {
+  const std::vector<int32_t>& tokens;
+  int32_t next;
+
+  std::ptrdiff_t size() const { return static_cast<std::ptrdiff_t>(tokens.size()) + 1; }
+  int32_t operator[](std::ptrdiff_t i) const {
+    return i + 1 == size() ? next : tokens[static_cast<size_t>(i)];
+  }
+  /// Whether the k tokens from `a` equal the k tokens from `b`.
+  bool equal(std::ptrdiff_t a, std::ptrdiff_t b, std::ptrdiff_t k) const {
+    for (std::ptrdiff_t i = 0; i < k; ++i) {
+      if ((*this)[a + i] != (*this)[b + i]) return false;
+    }
+    return true;
+  }
+};
+
 /// The shortest k <= 8 such that `tokens` + `next` ends in two equal spans of k tokens and
 /// `peak` does not lie more than `advance` frames after the peak at which the first span's last
 /// token was emitted (`peaks` per token); with `by_extent`, nor more than the first copy's
@@ -137,18 +155,14 @@ struct streaming_options {
 inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
                                           const std::vector<int>& peaks, int32_t next, int peak,
                                           int advance = 0, bool by_extent = false) {
-  const auto n = static_cast<std::ptrdiff_t>(tokens.size()) + 1;  // with `next`
-  auto at = [&](std::ptrdiff_t i) { return i + 1 == n ? next : tokens[static_cast<size_t>(i)]; };
+  const output_with_next out{tokens, next};
+  const std::ptrdiff_t n = out.size();
   for (std::ptrdiff_t k = 1; k <= 8 && 2 * k <= n; ++k) {
-    bool equal = true;
-    for (std::ptrdiff_t i = 0; i < k && equal; ++i) equal = at(n - k + i) == at(n - 2 * k + i);
-    if (!equal) continue;
+    if (!out.equal(n - 2 * k, n - k, k)) continue;
     const int first_last = peaks[static_cast<size_t>(n - k - 1)];
     const int before = n - 2 * k - 1 >= 0 ? peaks[static_cast<size_t>(n - 2 * k - 1)] : 0;
     const int margin = by_extent ? std::max(advance, first_last - before) : advance;
-    if (peak <= first_last + margin) {
-      return static_cast<int>(k);
-    }
+    if (peak <= first_last + margin) return static_cast<int>(k);
   }
   return 0;
 }
@@ -156,16 +170,9 @@ inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
 /// Where the run of consecutive equal copies of the last `span` tokens of `tokens` + `next`
 /// begins: the smallest i such that [i, n) is whole copies of that span (n tokens with `next`).
 inline int repeated_run_start(const std::vector<int32_t>& tokens, int32_t next, int span) {
-  const auto n = static_cast<std::ptrdiff_t>(tokens.size()) + 1;
-  auto at = [&](std::ptrdiff_t i) { return i + 1 == n ? next : tokens[static_cast<size_t>(i)]; };
-  std::ptrdiff_t start = n - span;
-  while (start - span >= 0) {
-    bool equal = true;
-    for (std::ptrdiff_t i = 0; i < span && equal; ++i)
-      equal = at(start - span + i) == at(start + i);
-    if (!equal) break;
-    start -= span;
-  }
+  const output_with_next out{tokens, next};
+  std::ptrdiff_t start = out.size() - span;
+  while (start - span >= 0 && out.equal(start - span, start, span)) start -= span;
   return static_cast<int>(start);
 }
 
