@@ -189,6 +189,9 @@ void usage(std::ostream& os) {
         "                  span's first copy began and decode on, at most N times (default 4)\n"
         "  --end-rollback-loop 0|1  streaming: the end rollback cuts back to the first of the\n"
         "                  consecutive copies of the repeated span (default 1)\n"
+        "  --local-agreement 0|1  streaming: at each reveal decode the tokens since the last\n"
+        "                  commit again and commit what two consecutive hypotheses share\n"
+        "                  (default 0)\n"
         "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"
@@ -520,6 +523,8 @@ int run(int argc, char** argv) {
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--end-rollback-loop")
       o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
+    else if (a == "--local-agreement")
+      o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
     else if (a == "--voice-gate")
       o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")
@@ -755,7 +760,8 @@ int run(int argc, char** argv) {
            << r.peak_cells * 2L * model.head_dim() * static_cast<long>(sizeof(float))
            << ",\"reveals\":" << r.reveals << ",\"rows_moved\":" << r.rows_moved
            << ",\"evicting_moves\":" << r.evicting_moves << ",\"refreshes\":" << r.refreshes
-           << ",\"rollbacks\":" << r.rollbacks << ",\"attention_rel_error\":"
+           << ",\"rollbacks\":" << r.rollbacks << ",\"redecoded_tokens\":" << r.redecoded_tokens
+           << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

@@ -217,6 +217,13 @@ void unit_checks() {
             repeated_run_start({4, 5}, 5, 1) == 1,
         "end rollback to the loop's start (5 7 7 7 7: 1; 7 8 9 8 9: 1; 7 8 9 7 8 9: 0)");
 
+  // Local agreement commits the longest common prefix of two consecutive hypotheses.
+  const std::vector<int32_t> hyp = {4, 5, 6};
+  const int32_t next_hyp[] = {4, 5, 9, 6};
+  check(common_prefix(hyp, next_hyp, 4) == 2 && common_prefix(hyp, next_hyp, 1) == 1 &&
+            common_prefix({}, next_hyp, 4) == 0 && common_prefix(hyp, next_hyp, 0) == 0,
+        "local agreement: common prefix (4 5 6 and 4 5 9 6: 2)");
+
   check(half_to_float(0x3c00) == 1.0f && half_to_float(0xc000) == -2.0f &&
             half_to_float(0x0001) == std::ldexp(1.0f, -24) && std::isinf(half_to_float(0x7c00)),
         "fp16 -> fp32 conversion");
@@ -419,6 +426,16 @@ int main() {
                 st.peak_cells == heads * (clip.n_speech_frames + so.window_sinks),
             "streaming full cache with window sinks: EOT, WER " + std::to_string(ws.rate()) +
                 ", peak cells " + std::to_string(st.peak_cells));
+      // Local agreement: tokens emitted before the last chunk are decoded again over more
+      // audio; the transcript still reads the clip.
+      streaming_options agree = so;
+      agree.local_agreement = true;
+      const decode_result la = tr.transcribe(clip, keep, frame_mode::speech, {}, 1.0, &agree);
+      const word_error_rate wa = word_error_rate::compute(
+          "Please enter your password followed by the pound key.", tr.text(la.tokens));
+      check(la.reached_eot && wa.rate() <= 0.25 && la.redecoded_tokens > 0 && la.steps > st.steps,
+            "streaming with local agreement: EOT, WER " + std::to_string(wa.rate()) + ", " +
+                std::to_string(la.redecoded_tokens) + " tokens decoded again");
       // Leading silence (3 s of digital zero before the prompt, as Asterisk prompts and
       // telephone calls start): without the voice gate the decoder writes "you." on the silence
       // and ends before the speech is revealed; the gate waits for speech.

@@ -53,6 +53,8 @@ struct decode_result {
   int refreshes = 0;
   /// Streaming: end rollbacks (streaming_options::end_rollbacks).
   int rollbacks = 0;
+  /// Streaming: tokens cut back at reveals and decoded again (streaming_options::local_agreement).
+  int redecoded_tokens = 0;
 };
 
 /// @brief The streaming protocol's settings (whisper_decoder::decode_streaming).
@@ -127,7 +129,20 @@ struct streaming_options {
   /// before the run): Whisper base +2.88 to +2.84 points (voices), Asterisk and tiny.en
   /// unchanged; one refresh per clip at most.
   bool refresh_at_end = true;
+  /// Local agreement (LocalAgreement-2, Machacek et al., arXiv 2307.14743): the tokens emitted
+  /// since the last commit are a hypothesis. At each reveal the hypothesis is cut back and
+  /// decoded again over the larger audio; the longest common prefix of two consecutive
+  /// hypotheses is committed. Once every frame is revealed the last hypothesis is the output.
+  /// A token emitted from partial audio stays only if one more chunk of audio agrees with it.
+  bool local_agreement = false;
 };
+
+/// Length of the longest common prefix of a and b.
+inline size_t common_prefix(const std::vector<int32_t>& a, const int32_t* b, size_t b_size) {
+  size_t n = 0;
+  while (n < a.size() && n < b_size && a[n] == b[n]) ++n;
+  return n;
+}
 
 /// The output `tokens` followed by a candidate `next`, read as one sequence of size() tokens.
 struct output_with_next {
@@ -386,8 +401,28 @@ class whisper_decoder {
         forward(s, in, s < prompt_len - 1, false);
       }
     };
+    // Local agreement: res.tokens[0, committed) is committed, the rest the current hypothesis;
+    // `previous` is the hypothesis after the commit point decoded before the last reveal.
+    size_t committed = 0;
+    std::vector<int32_t> previous;
+    int furthest_peak = 0;  // streaming: the furthest alignment peak of an emitted token
+    // Commits the common prefix of the previous and the current hypothesis and cuts the output
+    // back to the commit point; whether anything was cut.
+    auto agree_and_cut = [&]() {
+      const int32_t* current = res.tokens.data() + committed;
+      const size_t current_size = res.tokens.size() - committed;
+      const size_t agreed = common_prefix(previous, current, current_size);
+      previous.assign(current + agreed, current + current_size);
+      committed += agreed;
+      if (previous.empty()) return false;
+      res.redecoded_tokens += static_cast<int>(previous.size());
+      res.tokens.resize(committed);
+      res.token_peaks.resize(committed);
+      furthest_peak = 0;
+      for (int p : res.token_peaks) furthest_peak = std::max(furthest_peak, p);
+      return true;
+    };
     int32_t token = prompt[0];
-    int furthest_peak = 0;            // streaming: the furthest alignment peak of an emitted token
     int emitted_peak = 0;             // streaming: the alignment peak of the token being emitted
     std::vector<int> rolled_back_to;  // streaming: output lengths the end rollback cut back to
     for (int step = 0;; ++step) {
@@ -434,6 +469,7 @@ class whisper_decoder {
               ++res.rollbacks;
               res.tokens.resize(static_cast<size_t>(cut));
               res.token_peaks.resize(static_cast<size_t>(cut));
+              committed = std::min(committed, static_cast<size_t>(cut));
               step = prompt_len - 1 + cut;
               token = cut > 0 ? res.tokens.back() : prompt.back();
               continue;  // with refresh_on_hold, rows 0..step-1 were recomputed at this reveal
@@ -454,6 +490,10 @@ class whisper_decoder {
           break;
         }
         reveal();
+        if (stream->local_agreement && agree_and_cut()) {
+          step = prompt_len - 1 + committed;
+          token = committed > 0 ? res.tokens.back() : prompt.back();
+        }
       }
       ++res.steps;
       kept_sum += static_cast<double>(cache.total_cells()) / full_cells;
