@@ -1160,10 +1160,10 @@ void observe_lse(nb::handle policies, nb::handle q_obj, nb::handle k_obj, nb::ha
   std::vector<py_policy*> owners;
   for (nb::handle item : nb::iter(policies)) {
     py_policy* p = nullptr;
-    if (!nb::try_cast(item, p) || p == nullptr)
-      fail(where, audiokv::detail::indexed("policies", static_cast<long long>(owners.size())),
-           nb::cast<std::string>(nb::repr(nb::type_name(item.type()))),
-           "must be an audiokv.Policy");
+    if (!nb::try_cast(item, p, /*convert=*/false) || p == nullptr) {
+      fail_type(where, audiokv::detail::indexed("policies", static_cast<long long>(owners.size())),
+                item, "must be an audiokv.Policy");
+    }
     owners.push_back(p);
   }
   if (owners.size() != want)

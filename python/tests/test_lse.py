@@ -177,6 +177,9 @@ def test_observe_lse_refuses_a_wrong_base_and_changes_nothing():
     with pytest.raises(audiokv.Error) as err:
         audiokv.observe_lse(heads[:3], q, k, lse, base="two", scale=0.125)
     assert err.value.argument == "len(policies)"
+    with pytest.raises(TypeError) as err:  # as every entry point: a wrong type is a TypeError
+        audiokv.observe_lse(heads[:3] + ["h2o"], q, k, lse, base="two", scale=0.125)
+    assert err.value.argument == "policies[3]" and "audiokv.Policy" in str(err.value)
     audiokv.observe_lse(heads, q, k, lse, base="two", scale=0.125)
     audiokv.observe_lse(twins, q, k, lse, base="two", scale=0.125)
     for a, b in zip(heads, twins):
