@@ -5,7 +5,8 @@ offline true model (all 1500 frames, every frame cached from the start), per mod
 
 For every model, set and streaming variant (asr_whisper flags) it runs the full cache and
 reports: corpus WER offline and streaming, their difference in points (the streaming reference
-must stay within 1.5 points of the true model), the clips where the streaming run emits nothing
+must stay within 1.5 points of the true model), the streaming WER minus the first variant's on
+the same clips with its paired bootstrap 95% interval (2000 resamples, seed 7), the clips where the streaming run emits nothing
 (or a single token), and runaways (a transcript with more than 1.5 times the reference's words)
 in each protocol. Tuning is for the dev splits only.
 
@@ -18,6 +19,7 @@ Usage:
 import argparse
 import json
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +35,22 @@ def run(binary, model, manifest, split, protocol, flags, max_clips):
 
 def corpus(rows):
     return 100.0 * sum(r["word_errors"] for r in rows) / max(1, sum(r["ref_words"] for r in rows))
+
+
+def versus(rows, first, n=2000, seed=7):
+    """corpus WER of `rows` minus that of `first` over their common clips, in points, with the
+    paired bootstrap 95% interval (resampled clips); '—' for the first variant itself."""
+    keys = sorted(set(rows) & set(first))
+    if rows is first or not keys or all(rows[k] is first[k] for k in keys):
+        return "—"
+
+    def diff(pick):
+        ref = max(1, sum(first[k]["ref_words"] for k in pick))
+        return 100.0 * sum(rows[k]["word_errors"] - first[k]["word_errors"] for k in pick) / ref
+
+    rng = random.Random(seed)
+    values = sorted(diff([rng.choice(keys) for _ in keys]) for _ in range(n))
+    return f"{diff(keys):+.2f} ({values[int(0.025 * n)]:+.2f} to {values[int(0.975 * n) - 1]:+.2f})"
 
 
 def main():
@@ -86,15 +104,19 @@ def main():
             for r in rows:
                 f.write(json.dumps(r) + "\n")
     lines = [f"Full cache, split {args.split}: corpus WER % offline (the true model) and under the "
-             "streaming protocol; difference in points; clips where streaming emits at most one "
-             "token; runaways (more than 1.5x the reference's words).", "",
+             "streaming protocol; difference in points; streaming WER minus the first variant's, "
+             "paired over the clips (bootstrap 95% interval); clips where streaming emits at most "
+             "one token; runaways (more than 1.5x the reference's words).", "",
              "| model | set | variant | flags | offline WER | streaming WER | streaming - offline "
+             f"| minus {variants[0][0]} (95% CI) "
              "| clips <= 1 token | runaways offline / streaming | clips worse by >= 5 errors |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for model in models:
         for set_name, _ in sets:
             off = {r["clip"]: r for r in rows if r["model"] == model and r["set"] == set_name
                    and r["protocol"] == "offline"}
+            first = {r["clip"]: r for r in rows if r["model"] == model and r["set"] == set_name
+                     and r["variant"] == variants[0][0] and r["protocol"] == "streaming"}
             for name, flags in variants:
                 st = {r["clip"]: r for r in rows if r["model"] == model and r["set"] == set_name
                       and r["variant"] == name and r["protocol"] == "streaming"}
@@ -106,7 +128,7 @@ def main():
                          if c in off and r["word_errors"] - off[c]["word_errors"] >= 5]
                 lines.append(
                     f"| {model} | {set_name} | {name} | `{flags}` | {w_off:.2f} | {w_st:.2f} | "
-                    f"{w_st - w_off:+.2f} | {len(empty)} {' '.join(empty)} | "
+                    f"{w_st - w_off:+.2f} | {versus(st, first)} | {len(empty)} {' '.join(empty)} | "
                     f"{sum(r['runaway'] for r in off.values())} / "
                     f"{sum(r['runaway'] for r in st.values())} | {len(worse)} {' '.join(worse)} |")
     with open(args.md, "w") as f:

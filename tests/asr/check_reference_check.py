@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""check_reference.py's paired column (a variant's streaming WER minus the first variant's, with
+its bootstrap interval) on rows built here:
+1. the first variant against itself reads "—";
+2. one more word error on every clip of equal length: every resample gives the same difference,
+   so the interval is the point (+10.00 on clips of 10 words);
+3. clips that only one side has are left out of the pairing.
+Exit: 0 pass, 1 fail."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks", "quality"))
+import check_reference  # noqa: E402
+
+
+def rows(errors):
+    return {f"c{i}": {"word_errors": e, "ref_words": 10} for i, e in enumerate(errors)}
+
+
+def main():
+    first = rows([0, 2, 5, 1])
+    worse = rows([1, 3, 6, 2])
+    worse["extra"] = {"word_errors": 9, "ref_words": 10}  # not in `first`: unpaired
+    checks = [
+        (check_reference.versus(first, first), "—"),
+        (check_reference.versus(worse, first), "+10.00 (+10.00 to +10.00)"),
+        (check_reference.versus(first, worse), "-10.00 (-10.00 to -10.00)"),
+    ]
+    failures = [f"got {got!r}, expected {want!r}" for got, want in checks if got != want]
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
