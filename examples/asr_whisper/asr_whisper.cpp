@@ -192,6 +192,8 @@ void usage(std::ostream& os) {
         "  --local-agreement 0|1  streaming: at each reveal decode the tokens since the last\n"
         "                  commit again and commit what two consecutive hypotheses share\n"
         "                  (default 0)\n"
+        "  --agreement-hypotheses N  streaming, with --local-agreement: consecutive\n"
+        "                  hypotheses that must share a token to commit it (default 2)\n"
         "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"
@@ -525,7 +527,13 @@ int run(int argc, char** argv) {
       o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
     else if (a == "--local-agreement")
       o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
-    else if (a == "--voice-gate")
+    else if (a == "--agreement-hypotheses") {
+      o.stream.agreement_hypotheses = parse_int(next(), "--agreement-hypotheses");
+      if (o.stream.agreement_hypotheses < 2) {
+        throw asr_error("--agreement-hypotheses must be >= 2, got " +
+                        std::to_string(o.stream.agreement_hypotheses));
+      }
+    } else if (a == "--voice-gate")
       o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")
       o.stream.window_sinks = parse_int(next(), "--window-sinks");

@@ -436,6 +436,19 @@ int main() {
       check(la.reached_eot && wa.rate() <= 0.25 && la.redecoded_tokens > 0 && la.steps > st.steps,
             "streaming with local agreement: EOT, WER " + std::to_string(wa.rate()) + ", " +
                 std::to_string(la.redecoded_tokens) + " tokens decoded again");
+      // Three hypotheses must agree: a token is committed a reveal later at the earliest, so
+      // at least as many tokens are decoded again.
+      agree.agreement_hypotheses = 3;
+      const decode_result la3 = tr.transcribe(clip, keep, frame_mode::speech, {}, 1.0, &agree);
+      const word_error_rate wa3 = word_error_rate::compute(
+          "Please enter your password followed by the pound key.", tr.text(la3.tokens));
+      check(la3.reached_eot && wa3.rate() <= 0.25 && la3.redecoded_tokens >= la.redecoded_tokens,
+            "streaming with three agreeing hypotheses: EOT, WER " + std::to_string(wa3.rate()) +
+                ", " + std::to_string(la3.redecoded_tokens) + " tokens decoded again");
+      agree.agreement_hypotheses = 1;
+      expect_error("one agreeing hypothesis",
+                   [&] { tr.transcribe(clip, keep, frame_mode::speech, {}, 1.0, &agree); },
+                   {"agreement_hypotheses must be >= 2, got 1"});
       // Leading silence (3 s of digital zero before the prompt, as Asterisk prompts and
       // telephone calls start): without the voice gate the decoder writes "you." on the silence
       // and ends before the speech is revealed; the gate waits for speech.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "asr_error.hpp"
@@ -135,6 +136,9 @@ struct streaming_options {
   /// hypotheses is committed. Once every frame is revealed the last hypothesis is the output.
   /// A token emitted from partial audio stays only if one more chunk of audio agrees with it.
   bool local_agreement = false;
+  /// Local agreement: consecutive hypotheses that must share a token for it to be committed
+  /// (LocalAgreement-n; >= 2).
+  int agreement_hypotheses = 2;
 };
 
 /// Length of the longest common prefix of a and b.
@@ -233,6 +237,10 @@ class whisper_decoder {
     }
     if (stream != nullptr && (stream->chunk_frames < 1 || stream->align_frames < 0)) {
       throw asr_error("streaming: chunk_frames must be >= 1 and align_frames >= 0");
+    }
+    if (stream != nullptr && stream->agreement_hypotheses < 2) {
+      throw asr_error("streaming: agreement_hypotheses must be >= 2, got " +
+                      std::to_string(stream->agreement_hypotheses));
     }
     const std::vector<int32_t> prompt = m.prompt();
     const int prompt_len = static_cast<int>(prompt.size());
@@ -402,20 +410,27 @@ class whisper_decoder {
       }
     };
     // Local agreement: res.tokens[0, committed) is committed, the rest the current hypothesis;
-    // `previous` is the hypothesis after the commit point decoded before the last reveal.
+    // `previous` holds the hypotheses after the commit point decoded before the last reveals,
+    // oldest first, at most agreement_hypotheses - 1 of them.
     size_t committed = 0;
-    std::vector<int32_t> previous;
+    std::vector<std::vector<int32_t>> previous;
     int furthest_peak = 0;  // streaming: the furthest alignment peak of an emitted token
     // Commits the common prefix of the previous and the current hypothesis and cuts the output
     // back to the commit point; whether anything was cut.
     auto agree_and_cut = [&]() {
       const int32_t* current = res.tokens.data() + committed;
       const size_t current_size = res.tokens.size() - committed;
-      const size_t agreed = common_prefix(previous, current, current_size);
-      previous.assign(current + agreed, current + current_size);
+      const size_t needed = static_cast<size_t>(stream->agreement_hypotheses) - 1;
+      size_t agreed = previous.size() == needed ? current_size : 0;
+      for (const std::vector<int32_t>& h : previous) {
+        agreed = std::min(agreed, common_prefix(h, current, current_size));
+      }
+      if (previous.size() == needed) previous.erase(previous.begin());
+      for (std::vector<int32_t>& h : previous) h.erase(h.begin(), h.begin() + agreed);
+      previous.emplace_back(current + agreed, current + current_size);
       committed += agreed;
-      if (previous.empty()) return false;
-      res.redecoded_tokens += static_cast<int>(previous.size());
+      if (previous.back().empty()) return false;
+      res.redecoded_tokens += static_cast<int>(previous.back().size());
       res.tokens.resize(committed);
       res.token_peaks.resize(committed);
       furthest_peak = 0;
