@@ -6,9 +6,9 @@ offline true model (all 1500 frames, every frame cached from the start), per mod
 For every model, set and streaming variant (asr_whisper flags) it runs the full cache and
 reports: corpus WER offline and streaming, their difference in points (the streaming reference
 must stay within 1.5 points of the true model), the streaming WER minus the first variant's on
-the same clips with its paired bootstrap 95% interval (2000 resamples, seed 7), the clips where the streaming run emits nothing
-(or a single token), and runaways (a transcript with more than 1.5 times the reference's words)
-in each protocol. Tuning is for the dev splits only.
+the same clips with its paired bootstrap 95% interval (2000 resamples, seed 7), the clips where
+the streaming run emits nothing (or a single token), and runaways (a transcript with more than
+1.5 times the reference's words) in each protocol. Tuning is for the dev splits only.
 
 Usage:
   check_reference.py --set asterisk=build/data/asr/manifest.tsv \\
@@ -19,7 +19,6 @@ Usage:
 import argparse
 import json
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,9 +47,8 @@ def versus(rows, first, n=2000, seed=7):
         ref = max(1, sum(first[k]["ref_words"] for k in pick))
         return 100.0 * sum(rows[k]["word_errors"] - first[k]["word_errors"] for k in pick) / ref
 
-    rng = random.Random(seed)
-    values = sorted(diff([rng.choice(keys) for _ in keys]) for _ in range(n))
-    return f"{diff(keys):+.2f} ({values[int(0.025 * n)]:+.2f} to {values[int(0.975 * n) - 1]:+.2f})"
+    low, high = run_quality.bootstrap(keys, diff, n, seed)
+    return f"{diff(keys):+.2f} ({low:+.2f} to {high:+.2f})"
 
 
 def main():

@@ -527,13 +527,9 @@ int run(int argc, char** argv) {
       o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
     else if (a == "--local-agreement")
       o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
-    else if (a == "--agreement-hypotheses") {
+    else if (a == "--agreement-hypotheses")  // whisper_decoder refuses a count below 2
       o.stream.agreement_hypotheses = parse_int(next(), "--agreement-hypotheses");
-      if (o.stream.agreement_hypotheses < 2) {
-        throw asr_error("--agreement-hypotheses must be >= 2, got " +
-                        std::to_string(o.stream.agreement_hypotheses));
-      }
-    } else if (a == "--voice-gate")
+    else if (a == "--voice-gate")
       o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")
       o.stream.window_sinks = parse_int(next(), "--window-sinks");

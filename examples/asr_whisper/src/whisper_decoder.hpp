@@ -415,18 +415,21 @@ class whisper_decoder {
     size_t committed = 0;
     std::vector<std::vector<int32_t>> previous;
     int furthest_peak = 0;  // streaming: the furthest alignment peak of an emitted token
-    // Commits the common prefix of the previous and the current hypothesis and cuts the output
-    // back to the commit point; whether anything was cut.
+    // Commits the common prefix of the current hypothesis and the previous ones (once there are
+    // agreement_hypotheses - 1 of them) and cuts the output back to the commit point; whether
+    // anything was cut.
     auto agree_and_cut = [&]() {
       const int32_t* current = res.tokens.data() + committed;
       const size_t current_size = res.tokens.size() - committed;
-      const size_t needed = static_cast<size_t>(stream->agreement_hypotheses) - 1;
-      size_t agreed = previous.size() == needed ? current_size : 0;
-      for (const std::vector<int32_t>& h : previous) {
-        agreed = std::min(agreed, common_prefix(h, current, current_size));
+      size_t agreed = 0;
+      if (previous.size() + 1 == static_cast<size_t>(stream->agreement_hypotheses)) {
+        agreed = current_size;
+        for (const std::vector<int32_t>& h : previous) {
+          agreed = std::min(agreed, common_prefix(h, current, current_size));
+        }
+        previous.erase(previous.begin());
+        for (std::vector<int32_t>& h : previous) h.erase(h.begin(), h.begin() + agreed);
       }
-      if (previous.size() == needed) previous.erase(previous.begin());
-      for (std::vector<int32_t>& h : previous) h.erase(h.begin(), h.begin() + agreed);
       previous.emplace_back(current + agreed, current + current_size);
       committed += agreed;
       if (previous.back().empty()) return false;
