@@ -180,6 +180,8 @@ void usage(std::ostream& os) {
         "  --repeat-by-extent 0|1  streaming: a repeated span counts as progress only when the\n"
         "                  peak also lies past the first copy's last peak by that copy's\n"
         "                  extent (its last peak minus the peak before it) (default 0)\n"
+        "  --repeat-span-max N  streaming: the longest repeated span the repeat stop, the\n"
+        "                  end stop and the end rollback look at (default 8)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
         "                  would hold back ends the output (default 1)\n"
         "  --refresh-at-end 0|1  streaming: once every frame is revealed, recompute the\n"
@@ -525,6 +527,8 @@ int run(int argc, char** argv) {
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--end-rollback-loop")
       o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
+    else if (a == "--repeat-span-max")  // whisper_decoder refuses a span below 1
+      o.stream.repeat_span_max = parse_int(next(), "--repeat-span-max");
     else if (a == "--local-agreement")
       o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
     else if (a == "--agreement-hypotheses")  // whisper_decoder refuses a count below 2

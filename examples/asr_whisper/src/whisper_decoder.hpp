@@ -91,6 +91,9 @@ struct streaming_options {
   /// output's start). A span said twice covers its audio twice; a stutter ("our our our") creeps
   /// on by a frame or two.
   bool repeat_by_extent = false;
+  /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
+  /// on a longer span (a whole sentence said again) escapes all three.
+  int repeat_span_max = 8;
   /// End stop (with repeat_stop): once every frame is revealed, a token the repeat stop would
   /// hold back ends the output instead. There is no audio left to wait for, and a span repeated
   /// where the alignment has not moved on is a loop (Whisper base otherwise loops to the token
@@ -166,17 +169,18 @@ struct output_with_next {
   }
 };
 
-/// The shortest k <= 8 such that `tokens` + `next` ends in two equal spans of k tokens and
+/// The shortest k <= max_span such that `tokens` + `next` ends in two equal spans of k tokens and
 /// `peak` does not lie more than `advance` frames after the peak at which the first span's last
 /// token was emitted (`peaks` per token); with `by_extent`, nor more than the first copy's
 /// extent (that peak minus the peak before the copy, 0 at the start) after it. 0 when there is
 /// none.
 inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
                                           const std::vector<int>& peaks, int32_t next, int peak,
-                                          int advance = 0, bool by_extent = false) {
+                                          int advance = 0, bool by_extent = false,
+                                          int max_span = 8) {
   const output_with_next out{tokens, next};
   const std::ptrdiff_t n = out.size();
-  for (std::ptrdiff_t k = 1; k <= 8 && 2 * k <= n; ++k) {
+  for (std::ptrdiff_t k = 1; k <= max_span && 2 * k <= n; ++k) {
     if (!out.equal(n - 2 * k, n - k, k)) continue;
     const int first_last = peaks[static_cast<size_t>(n - k - 1)];
     const int before = n - 2 * k - 1 >= 0 ? peaks[static_cast<size_t>(n - 2 * k - 1)] : 0;
@@ -237,6 +241,10 @@ class whisper_decoder {
     }
     if (stream != nullptr && (stream->chunk_frames < 1 || stream->align_frames < 0)) {
       throw asr_error("streaming: chunk_frames must be >= 1 and align_frames >= 0");
+    }
+    if (stream != nullptr && stream->repeat_span_max < 1) {
+      throw asr_error("streaming: repeat_span_max must be >= 1, got " +
+                      std::to_string(stream->repeat_span_max));
     }
     if (stream != nullptr && stream->agreement_hypotheses < 2) {
       throw asr_error("streaming: agreement_hypotheses must be >= 2, got " +
@@ -464,7 +472,8 @@ class whisper_decoder {
         const int span = stream->repeat_stop && best != m.eot
                              ? repeated_span_without_progress(
                                    res.tokens, res.token_peaks, static_cast<int32_t>(best), peak,
-                                   stream->repeat_advance, stream->repeat_by_extent)
+                                   stream->repeat_advance, stream->repeat_by_extent,
+                                   stream->repeat_span_max)
                              : 0;
         const bool stuck = span > 0;
         const bool all_revealed = cache.visible() >= cache.capacity();
