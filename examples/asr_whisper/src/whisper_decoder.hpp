@@ -469,12 +469,12 @@ class whisper_decoder {
         if (stream == nullptr) break;
         std::sort(peaks.begin(), peaks.end());
         const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
-        const int span = stream->repeat_stop && best != m.eot
-                             ? repeated_span_without_progress(
-                                   res.tokens, res.token_peaks, static_cast<int32_t>(best), peak,
-                                   stream->repeat_advance, stream->repeat_by_extent,
-                                   stream->repeat_span_max)
-                             : 0;
+        const int span =
+            stream->repeat_stop && best != m.eot
+                ? repeated_span_without_progress(
+                      res.tokens, res.token_peaks, static_cast<int32_t>(best), peak,
+                      stream->repeat_advance, stream->repeat_by_extent, stream->repeat_span_max)
+                : 0;
         const bool stuck = span > 0;
         const bool all_revealed = cache.visible() >= cache.capacity();
         const bool stale = (stuck && stream->refresh_on_hold) ||
