@@ -58,6 +58,9 @@ struct decode_result {
   int redecoded_tokens = 0;
 };
 
+/// Longest repeated span the streaming repeat rules look at unless told otherwise.
+inline constexpr int default_repeat_span_max = 8;
+
 /// @brief The streaming protocol's settings (whisper_decoder::decode_streaming).
 struct streaming_options {
   int chunk_frames = 25;  ///< frames revealed at a time (0.5 s of 20 ms frames)
@@ -93,7 +96,7 @@ struct streaming_options {
   bool repeat_by_extent = false;
   /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
   /// on a longer span (a whole sentence said again) escapes all three.
-  int repeat_span_max = 8;
+  int repeat_span_max = default_repeat_span_max;
   /// End stop (with repeat_stop): once every frame is revealed, a token the repeat stop would
   /// hold back ends the output instead. There is no audio left to wait for, and a span repeated
   /// where the alignment has not moved on is a loop (Whisper base otherwise loops to the token
@@ -177,7 +180,7 @@ struct output_with_next {
 inline int repeated_span_without_progress(const std::vector<int32_t>& tokens,
                                           const std::vector<int>& peaks, int32_t next, int peak,
                                           int advance = 0, bool by_extent = false,
-                                          int max_span = 8) {
+                                          int max_span = default_repeat_span_max) {
   const output_with_next out{tokens, next};
   const std::ptrdiff_t n = out.size();
   for (std::ptrdiff_t k = 1; k <= max_span && 2 * k <= n; ++k) {
