@@ -211,16 +211,16 @@ void unit_checks() {
             repeated_span_without_progress(said, at, 9, 61, 30, true) == 0,
         "repeat stop by extent: the second copy must cover the first copy's audio again");
   // A sentence loop of 9 tokens (1..9 said, then 1..8 and the candidate 9, every peak at 0):
-  // beyond the default longest span of 8, caught with a longer one.
+  // beyond a longest span of 8, caught with a longer one (the default, 32).
   std::vector<int32_t> sentence;
   for (int copy = 0; copy < 2; ++copy) {
     for (int32_t t = 1; t <= 9; ++t) sentence.push_back(t);
   }
   sentence.pop_back();
   const std::vector<int> flat(sentence.size(), 0);
-  check(repeated_span_without_progress(sentence, flat, 9, 0) == 0 &&
+  check(repeated_span_without_progress(sentence, flat, 9, 0, 0, false, 8) == 0 &&
             repeated_span_without_progress(sentence, flat, 9, 0, 0, false, 9) == 9 &&
-            repeated_span_without_progress(sentence, flat, 9, 0, 0, false, 32) == 9,
+            repeated_span_without_progress(sentence, flat, 9, 0) == 9,
         "repeat stop: a 9-token loop escapes spans of at most 8 and is caught with 9 or 32");
   // The loop's start: the first of the consecutive equal copies of the span.
   const std::vector<int32_t> loop = {5, 7, 7, 7};

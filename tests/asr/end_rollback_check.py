@@ -3,15 +3,21 @@
 """The streaming protocol's end rollback on a clip where it acts (Whisper tiny.en, full cache).
 
 The clip: eleven Asterisk dev prompts 0.4 s apart (the wide dev split's wdev3_08, rebuilt here
-from the prompts alone). Under the streaming protocol tiny.en emits "... something is terribly
-wrong. something is terribly" and, every frame revealed, would repeat the span again: with
---end-rollbacks 0 the end stop ends the output there. With the default the output is cut back
-to where the span's first copy began and decoding goes on over every frame. Checks:
+from the prompts alone), in two settings of the longest repeated span the rules look at:
+- --repeat-span-max 8: tiny.en emits "... something is terribly wrong. something is terribly"
+  and, every frame revealed, would repeat the span again: with --end-rollbacks 0 the end stop
+  ends the output there;
+- the default (32): after the first sentence tiny.en says it again ("I'm sorry, there are no
+  matches for those keywords." twice, 24 tokens); with --end-rollbacks 0 the end stop ends the
+  output there, 43 word errors.
+With the default end rollback the output is cut back to where the span's first copy began and
+decoding goes on over every frame. Checks, in each setting (span S):
 1. --end-rollbacks 0: no rollback, and the output is what the end stop leaves;
 2. the default: at least one rollback and at most 4; the output keeps every token before the
-   first cut (its common prefix with run 1 is at most 15 tokens, 2 x 8 - 1, shorter than run 1)
-   and differs from run 1 (decoding went on from the cut; here it ends the sentence, "wrong");
-3. both runs reach end of text and neither is a runaway.
+   first cut (its common prefix with run 1 is at most 2 S - 1 tokens shorter than run 1) and
+   differs from run 1 (decoding went on from the cut);
+3. both runs reach end of text and neither is a runaway;
+4. with the default span, the rollback's transcript has fewer word errors than the end stop's.
 Where the end stop's output does not end as it does on x86-64 (other numerics), it is skipped.
 
 usage: end_rollback_check.py ASR_WHISPER_BINARY [--work DIR]
@@ -33,9 +39,11 @@ PROMPTS = ["demo-nomatch", "confbridge-has-joined", "confbridge-dec-list-vol-in"
            "tt-somethingwrong", "privacy-to-blacklist-last-caller", "spy-nbs", "is-set-to",
            "call-fwd-unconditional", "vm-next", "agent-loggedoff", "to-call-this-number"]
 
-# Where the end stop alone ends the output on this clip (x86-64, g++ -O3 numerics); elsewhere
-# the decoder may take another path and the check is skipped.
-HELD_TAIL = "something is terribly"
+# (flags, longest repeated span, where the end stop alone ends the output on this clip (x86-64,
+# g++ -O3 numerics), whether the rollback must lower the word errors); elsewhere the decoder
+# may take another path and the check is skipped.
+SETTINGS = [(["--repeat-span-max", "8"], 8, "something is terribly", False),
+            ([], 32, "no matches for those keywords.", True)]
 
 
 def write_clip(work):
@@ -88,39 +96,50 @@ def main():
     if manifest is None:
         print("SKIP: Asterisk prompts not installed (scripts/deps/asr.sh)")
         return SKIP
-    off = run(args.binary, manifest, ["--end-rollbacks", "0"])
-    if off is None:
-        print("SKIP: Whisper tiny.en not installed (scripts/deps/asr.sh)")
-        return SKIP
-    if not off["text"].rstrip().endswith(HELD_TAIL):
-        print("SKIP: the end stop's output does not end in %r here (other numerics): ...%s"
-              % (HELD_TAIL, off["text"][-60:]))
-        return SKIP
-    on = run(args.binary, manifest, [])
-    a, b = off["tokens"], on["tokens"]
-    common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    print("end stop alone: %d tokens, %d rollbacks: ...%s" % (len(a), off["rollbacks"],
-                                                             off["text"][-60:]))
-    print("with rollback: %d tokens, %d rollbacks, common prefix %d: ...%s"
-          % (len(b), on["rollbacks"], common, on["text"][-60:]))
     failures = []
-    if off["rollbacks"] != 0:
-        failures.append("--end-rollbacks 0 rolled back")
-    if not 1 <= on["rollbacks"] <= 4:
-        failures.append("the default rolled back %d times, expected 1 to 4" % on["rollbacks"])
-    if common < len(a) - 15:
-        failures.append("the outputs part after %d of %d tokens; a cut removes at most 15"
-                        % (common, len(a)))
-    if b == a:
-        failures.append("the rollback left the output as the end stop alone ends it")
-    for name, r in (("end stop alone", off), ("with rollback", on)):
-        if not r["reached_eot"]:
-            failures.append(name + ": no end of text")
-        if len(r["text"].split()) > 1.5 * len(r["reference"].split()):
-            failures.append(name + ": runaway")
+    for flags, span, held_tail, must_mend in SETTINGS:
+        off = run(args.binary, manifest, flags + ["--end-rollbacks", "0"])
+        if off is None:
+            print("SKIP: Whisper tiny.en not installed (scripts/deps/asr.sh)")
+            return SKIP
+        if not off["text"].rstrip().endswith(held_tail):
+            print("SKIP: with span %d the end stop's output does not end in %r here (other "
+                  "numerics): ...%s" % (span, held_tail, off["text"][-60:]))
+            return SKIP
+        failures += check_setting(span, must_mend, off, run(args.binary, manifest, flags))
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
+
+
+def check_setting(span, must_mend, off, on):
+    """The failures of one setting: off with --end-rollbacks 0, on with the default."""
+    a, b = off["tokens"], on["tokens"]
+    common = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    print("span %d, end stop alone: %d tokens, %d rollbacks, %d word errors: ...%s"
+          % (span, len(a), off["rollbacks"], off["word_errors"], off["text"][-60:]))
+    print("span %d, with rollback: %d tokens, %d rollbacks, %d word errors, common prefix %d: "
+          "...%s" % (span, len(b), on["rollbacks"], on["word_errors"], common, on["text"][-60:]))
+    failures = []
+    if off["rollbacks"] != 0:
+        failures.append("span %d: --end-rollbacks 0 rolled back" % span)
+    if not 1 <= on["rollbacks"] <= 4:
+        failures.append("span %d: the default rolled back %d times, expected 1 to 4"
+                        % (span, on["rollbacks"]))
+    if common < len(a) - (2 * span - 1):
+        failures.append("span %d: the outputs part after %d of %d tokens; a cut removes at "
+                        "most %d" % (span, common, len(a), 2 * span - 1))
+    if b == a:
+        failures.append("span %d: the rollback left the output as the end stop ends it" % span)
+    if must_mend and on["word_errors"] >= off["word_errors"]:
+        failures.append("span %d: the rollback did not lower the word errors (%d -> %d)"
+                        % (span, off["word_errors"], on["word_errors"]))
+    for name, r in (("end stop alone", off), ("with rollback", on)):
+        if not r["reached_eot"]:
+            failures.append("span %d, %s: no end of text" % (span, name))
+        if len(r["text"].split()) > 1.5 * len(r["reference"].split()):
+            failures.append("span %d, %s: runaway" % (span, name))
+    return failures
 
 
 if __name__ == "__main__":
