@@ -176,7 +176,7 @@ void usage(std::ostream& os) {
         "                  the output in two equal spans while the peak has not moved past\n"
         "                  the first span's (default 1)\n"
         "  --repeat-advance N  streaming: a repeated span counts as progress only when the peak\n"
-        "                  lies more than N frames past the first span's (default 0)\n"
+        "                  lies more than N frames past the first span's (default 5)\n"
         "  --repeat-by-extent 0|1  streaming: a repeated span counts as progress only when the\n"
         "                  peak also lies past the first copy's last peak by that copy's\n"
         "                  extent (its last peak minus the peak before it) (default 0)\n"

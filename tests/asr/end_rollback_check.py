@@ -4,12 +4,12 @@
 
 The clip: eleven Asterisk dev prompts 0.4 s apart (the wide dev split's wdev3_08, rebuilt here
 from the prompts alone), in two settings of the longest repeated span the rules look at:
-- --repeat-span-max 8: tiny.en emits "... something is terribly wrong. something is terribly"
-  and, every frame revealed, would repeat the span again: with --end-rollbacks 0 the end stop
-  ends the output there;
-- the default (32): after the first sentence tiny.en says it again ("I'm sorry, there are no
-  matches for those keywords." twice, 24 tokens); with --end-rollbacks 0 the end stop ends the
-  output there, 43 word errors.
+- --repeat-span-max 8 --repeat-advance 0 (the defaults before 32 and 5): tiny.en emits
+  "... something is terribly wrong. something is terribly" and, every frame revealed, would
+  repeat the span again: with --end-rollbacks 0 the end stop ends the output there;
+- the defaults (span 32, advance 5): after the first sentence tiny.en says it again ("I'm
+  sorry, there are no matches for those keywords." twice, 24 tokens); with --end-rollbacks 0
+  the end stop ends the output there, 43 word errors.
 With the default end rollback the output is cut back to where the span's first copy began and
 decoding goes on over every frame. Checks, in each setting (span S):
 1. --end-rollbacks 0: no rollback, and the output is what the end stop leaves;
@@ -42,7 +42,8 @@ PROMPTS = ["demo-nomatch", "confbridge-has-joined", "confbridge-dec-list-vol-in"
 # (flags, longest repeated span, where the end stop alone ends the output on this clip (x86-64,
 # g++ -O3 numerics), whether the rollback must lower the word errors); elsewhere the decoder
 # may take another path and the check is skipped.
-SETTINGS = [(["--repeat-span-max", "8"], 8, "something is terribly", False),
+SETTINGS = [(["--repeat-span-max", "8", "--repeat-advance", "0"], 8, "something is terribly",
+             False),
             ([], 32, "no matches for those keywords.", True)]
 
 

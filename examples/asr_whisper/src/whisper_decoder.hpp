@@ -91,8 +91,12 @@ struct streaming_options {
   bool voice_gate = true;
   /// Repeat stop: the peak must lie more than this many frames after the first span's last
   /// peak for a repeated span to count as progress (0: any advance counts). A span that
-  /// repeats while the peak creeps on by a frame or two is a loop, not speech.
-  int repeat_advance = 0;
+  /// repeats while the peak creeps on by a frame or two is a loop, not speech. 5 (100 ms,
+  /// shorter than any word) rather than 0 was chosen on dev
+  /// (benchmarks/results/quality_reference_dev_advance.md): it cut Whisper base's mid-stream
+  /// stutters (its reference gap +1.38 -> +1.04 and +2.86 -> +2.75) and left tiny.en's unchanged
+  /// or narrower.
+  int repeat_advance = 5;
   /// Repeat stop by extent: a repeated span also needs the peak past the first copy's last peak
   /// by that copy's extent (its last peak minus the peak of the token before it, frame 0 at the
   /// output's start). A span said twice covers its audio twice; a stutter ("our our our") creeps
