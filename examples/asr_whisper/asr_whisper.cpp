@@ -95,7 +95,7 @@ struct options {
   audiokv_policy_hook::plan_granularity granularity = audiokv_policy_hook::plan_granularity::head;
   audiokv::head_reduce head_rule = audiokv::head_reduce::max;
   /// audiokv speech.coverage.phase: empty (the library's), a number in [0, 1] for every head,
-  /// or "stagger" for (head + 0.5) / heads.
+  /// "stagger" for (head + 0.5) / heads, or "stagger-layers" for (layer + 0.5) / layers.
   std::string floor_phase;
 };
 
@@ -158,7 +158,7 @@ void usage(std::ostream& os) {
         "  --sinks-first N, --sinks-observed N, --coverage-share S, --segment-ms MS,\n"
         "  --silence-weight W, --lookback-ms MS, --past-density D, --past-decay-ms MS,\n"
         "  --past-decay-floor K, --centre-band B, --segment-cells M,\n"
-        "  --floor-phase P|stagger,\n"
+        "  --floor-phase P|stagger|stagger-layers,\n"
         "  --frontier-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
         "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
@@ -341,7 +341,7 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
     speech.frontier.past_decay_floor = 0.0f;  // the two decays exclude each other
   if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
   if (o.segment_cells >= 0) speech.coverage.segment_cells = o.segment_cells;
-  if (!o.floor_phase.empty() && o.floor_phase != "stagger")
+  if (!o.floor_phase.empty() && o.floor_phase != "stagger" && o.floor_phase != "stagger-layers")
     speech.coverage.phase = static_cast<float>(std::stod(o.floor_phase));
   if (o.past_decay_floor >= 0)
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
@@ -390,6 +390,8 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
         audiokv::policy_options po = policy_options_for(o, clip, layer, observe_steps);
         if (o.floor_phase == "stagger")
           po.audiokv.speech.coverage.phase = (static_cast<float>(head) + 0.5f) / clip.n_heads;
+        if (o.floor_phase == "stagger-layers")
+          po.audiokv.speech.coverage.phase = (static_cast<float>(layer) + 0.5f) / clip.n_layers;
         if (o.head_weight > 0.0 && clip.alignment_heads != nullptr) {
           // The layer's budget, split with the model's alignment heads as the critical ones.
           std::vector<std::uint8_t> critical(static_cast<size_t>(clip.n_heads), 0);
