@@ -302,6 +302,16 @@ int parse_int(const std::string& s, const char* what) {
   return static_cast<int>(v);
 }
 
+/// A finite number, the whole of `s`; the library checks its range and names its field.
+double parse_real(const std::string& s, const std::string& what) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v)) {
+    throw asr_error("invalid value for " + what + ": '" + s + "' (expected a number)");
+  }
+  return v;
+}
+
 double parse_ratio(const std::string& s) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
@@ -342,7 +352,7 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
   if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
   if (o.segment_cells >= 0) speech.coverage.segment_cells = o.segment_cells;
   if (!o.floor_phase.empty() && o.floor_phase != "stagger" && o.floor_phase != "stagger-layers")
-    speech.coverage.phase = static_cast<float>(std::stod(o.floor_phase));
+    speech.coverage.phase = static_cast<float>(std::strtod(o.floor_phase.c_str(), nullptr));
   if (o.past_decay_floor >= 0)
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
@@ -456,39 +466,41 @@ int run(int argc, char** argv) {
     else if (a == "--rank-block")
       o.rank_block = parse_int(next(), "--rank-block");
     else if (a == "--voice-weight")
-      o.voice_weight = std::stod(next());
+      o.voice_weight = parse_real(next(), a);
     else if (a == "--evaluation-share")
-      o.evaluation_share = std::stod(next());
+      o.evaluation_share = parse_real(next(), a);
     else if (a == "--sinks-first")
       o.sinks_first = parse_int(next(), "--sinks-first");
     else if (a == "--sinks-observed")
       o.sinks_observed = parse_int(next(), "--sinks-observed");
     else if (a == "--coverage-share")
-      o.coverage_share = std::stod(next());
+      o.coverage_share = parse_real(next(), a);
     else if (a == "--segment-ms")
-      o.segment_ms = std::stod(next());
+      o.segment_ms = parse_real(next(), a);
     else if (a == "--silence-weight")
-      o.silence_weight = std::stod(next());
+      o.silence_weight = parse_real(next(), a);
     else if (a == "--lookback-ms")
-      o.lookback_ms = std::stod(next());
+      o.lookback_ms = parse_real(next(), a);
     else if (a == "--past-density")
-      o.past_density = std::stod(next());
+      o.past_density = parse_real(next(), a);
     else if (a == "--past-decay-ms")
-      o.past_decay_ms = std::stod(next());
+      o.past_decay_ms = parse_real(next(), a);
     else if (a == "--past-decay-floor")
-      o.past_decay_floor = std::stod(next());
+      o.past_decay_floor = parse_real(next(), a);
     else if (a == "--segment-cells")
       o.segment_cells = parse_int(next(), "--segment-cells");
-    else if (a == "--floor-phase")
+    else if (a == "--floor-phase") {
       o.floor_phase = next();
-    else if (a == "--centre-band")
-      o.centre_band = std::stod(next());
+      if (o.floor_phase != "stagger" && o.floor_phase != "stagger-layers")
+        parse_real(o.floor_phase, a);  // a number; the library checks [0, 1]
+    } else if (a == "--centre-band")
+      o.centre_band = parse_real(next(), a);
     else if (a == "--frontier-density")
-      o.frontier_density = std::stod(next());
+      o.frontier_density = parse_real(next(), a);
     else if (a == "--no-alignment")
       o.pass_alignment = false;
     else if (a == "--head-budget")
-      o.head_weight = std::stod(next());
+      o.head_weight = parse_real(next(), a);
     else if (a == "--merge")
       o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
@@ -549,7 +561,7 @@ int run(int argc, char** argv) {
       o.policies = split_list(next());
     else if (a == "--share-rows") {
       o.store.share_rows = true;
-      o.store.share_tolerance = static_cast<float>(std::stod(next()));
+      o.store.share_tolerance = static_cast<float>(parse_real(next(), a));
       if (!(o.store.share_tolerance >= 0.0f && o.store.share_tolerance <= 1.0f)) {
         throw asr_error("--share-rows tolerance must be in [0, 1]");
       }
@@ -836,6 +848,9 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const asr::asr_error& e) {
+    std::cerr << "asr_whisper: error: " << e.what() << "\n";
+    return 1;
+  } catch (const audiokv::error& e) {  // a setting the library refused; it names the field
     std::cerr << "asr_whisper: error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
