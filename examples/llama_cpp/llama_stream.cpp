@@ -78,6 +78,34 @@ struct options {
   audiokv::eviction_rule eviction = audiokv::llama_cpp_config{}.eviction;
 };
 
+/// The whole of `text` as an int, or an error that names `what`.
+int to_int(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size())
+    throw std::runtime_error(what + ": expected an integer, got '" + text + "'");
+  return v;
+}
+
+/// The whole of `text` as a finite number, or an error that names `what`.
+double to_real(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(v))
+    throw std::runtime_error(what + ": expected a number, got '" + text + "'");
+  return v;
+}
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -95,7 +123,7 @@ void parse_audiokv_set(const std::string& list, audiokv::audiokv_config& c) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) throw std::runtime_error("--audiokv-set: KEY=VALUE, got " + item);
     const std::string key = item.substr(0, eq);
-    const double v = std::stod(item.substr(eq + 1));
+    const double v = to_real(item.substr(eq + 1), "--audiokv-set " + key);
     if (key == "sinks")
       c.speech.sinks.enabled = v != 0.0;
     else if (key == "coverage")
@@ -155,20 +183,20 @@ options parse(int argc, char** argv) {
     else if (a == "--budgets")
       o.budgets = split(value(), ',');
     else if (a == "--max-tokens")
-      o.max_tokens = std::stoi(value());
+      o.max_tokens = to_int(value(), a);
     else if (a == "--threads")
-      o.threads = std::stoi(value());
+      o.threads = to_int(value(), a);
     else if (a == "--chunk")
-      o.chunk = std::stoi(value());
+      o.chunk = to_int(value(), a);
     else if (a == "--gen")
-      o.gen = std::stoi(value());
+      o.gen = to_int(value(), a);
     else if (a == "--segment")
-      o.segment = std::stoi(value());
+      o.segment = to_int(value(), a);
     else if (a == "--oracle-horizon") {
       const std::string v = value();
-      o.oracle_horizon = v == "budget" ? -1 : std::max(0, std::stoi(v));
+      o.oracle_horizon = v == "budget" ? -1 : std::max(0, to_int(v, a));
     } else if (a == "--seed")
-      o.seed = std::stoi(value());
+      o.seed = to_int(value(), a);
     else if (a == "--passkey-mode")
       o.passkey_mode = value();
     else if (a == "--tag")
@@ -177,9 +205,9 @@ options parse(int argc, char** argv) {
       o.json = true;
     else if (a == "--depths") {
       o.depths.clear();
-      for (const auto& d : split(value(), ',')) o.depths.push_back(std::stoi(d));
+      for (const auto& d : split(value(), ',')) o.depths.push_back(to_int(d, a));
     } else if (a == "--layers") {
-      for (const auto& l : split(value(), ',')) o.layers.push_back(std::stoi(l));
+      for (const auto& l : split(value(), ',')) o.layers.push_back(to_int(l, a));
     } else if (a == "--head-reduce")
       o.head_reduce = parse_reduce(value());
     else if (a == "--layer-reduce")
@@ -523,10 +551,10 @@ double kv_bytes_per_cell(const llama_model* model) {
 
 int budget_for(const std::string& spec, int n_tokens) {
   if (!spec.empty() && spec.back() == '%') {
-    const double f = std::stod(spec.substr(0, spec.size() - 1)) / 100.0;
+    const double f = to_real(spec.substr(0, spec.size() - 1), "--budgets") / 100.0;
     return std::max(1, static_cast<int>(std::lround(f * n_tokens)));
   }
-  return std::stoi(spec);
+  return to_int(spec, "--budgets");
 }
 
 // ---- oracle_future ----
