@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -78,20 +79,6 @@ struct options {
   audiokv::eviction_rule eviction = audiokv::llama_cpp_config{}.eviction;
 };
 
-/// The whole of `text` as an int, or an error that names `what`.
-int to_int(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
-  int v = 0;
-  try {
-    v = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size())
-    throw std::runtime_error(what + ": expected an integer, got '" + text + "'");
-  return v;
-}
-
 /// The whole of `text` as a finite number, or an error that names `what`.
 double to_real(const std::string& text, const std::string& what) {
   std::size_t used = 0;
@@ -104,6 +91,15 @@ double to_real(const std::string& text, const std::string& what) {
   if (text.empty() || used != text.size() || !std::isfinite(v))
     throw std::runtime_error(what + ": expected a number, got '" + text + "'");
   return v;
+}
+
+/// The whole of `text` as an int, or an error that names `what`.
+int to_int(const std::string& text, const std::string& what) {
+  const double v = to_real(text, what);
+  if (v != std::floor(v) || v < std::numeric_limits<int>::min() ||
+      v > std::numeric_limits<int>::max())
+    throw std::runtime_error(what + ": expected an integer, got '" + text + "'");
+  return static_cast<int>(v);
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
