@@ -46,6 +46,7 @@
 
 #include "counting_allocator.hpp"
 #include "src/asr_error.hpp"
+#include "src/cli_numbers.hpp"
 #include "src/clip_manifest.hpp"
 #include "src/energy_vad.hpp"
 #include "src/polyphase_resampler.hpp"
@@ -342,27 +343,27 @@ options parse(int argc, char** argv) {
     } else if (a == "--split") {
       o.split = value();
     } else if (a == "--budget") {
-      o.budget = std::stoi(value());
+      o.budget = asr::parse_int(value(), a);
     } else if (a == "--frame-ms") {
-      o.frame_ms = std::stof(value());
+      o.frame_ms = static_cast<float>(asr::parse_real(value(), a));
     } else if (a == "--voiced-frames-per-step") {
-      o.voiced_frames_per_step = std::stoi(value());
+      o.voiced_frames_per_step = asr::parse_int(value(), a);
     } else if (a == "--initial-capacity") {
-      o.initial_capacity = std::stoi(value());
+      o.initial_capacity = asr::parse_int(value(), a);
     } else if (a == "--beta") {
-      o.prefetch.beta = std::stof(value());
+      o.prefetch.beta = static_cast<float>(asr::parse_real(value(), a));
     } else if (a == "--decay") {
-      o.prefetch.decay = std::stof(value());
+      o.prefetch.decay = static_cast<float>(asr::parse_real(value(), a));
     } else if (a == "--horizon") {
-      o.prefetch.horizon_steps = std::stoi(value());
+      o.prefetch.horizon_steps = asr::parse_int(value(), a);
     } else if (a == "--margin") {
-      o.prefetch.margin = std::stof(value());
+      o.prefetch.margin = static_cast<float>(asr::parse_real(value(), a));
     } else if (a == "--min-burst") {
-      o.prefetch.min_burst_frames = std::stoi(value());
+      o.prefetch.min_burst_frames = asr::parse_int(value(), a);
     } else if (a == "--granularity") {
-      o.prefetch.granularity = std::stoi(value());
+      o.prefetch.granularity = asr::parse_int(value(), a);
     } else if (a == "--cell-bytes") {
-      o.cell_bytes = std::stoll(value());
+      o.cell_bytes = asr::parse_int(value(), a);
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--check") {
@@ -398,8 +399,8 @@ int main(int argc, char** argv) {
     const bool missing = std::string(e.what()).find("cannot open manifest") != std::string::npos;
     std::cerr << "prefetch_replay: " << e.what() << "\n";
     return missing ? 77 : 2;
-  } catch (const std::exception& e) {  // std::stoi and friends
-    std::cerr << "prefetch_replay: bad number: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "prefetch_replay: " << e.what() << "\n";
     return 2;
   }
   if (specs.empty()) {

@@ -18,6 +18,7 @@
 
 #include "src/asr_error.hpp"
 #include "src/audiokv_policy_hook.hpp"
+#include "src/cli_numbers.hpp"
 #include "src/clip_manifest.hpp"
 #include "src/kv_eviction_hook.hpp"
 #include "src/model_locator.hpp"
@@ -292,25 +293,6 @@ struct work_item {
   clip_spec spec;
   pcm_audio audio;
 };
-
-int parse_int(const std::string& s, const char* what) {
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || v < 0 || v > 1000000) {
-    throw asr_error(std::string("invalid value for ") + what + ": '" + s + "'");
-  }
-  return static_cast<int>(v);
-}
-
-/// A finite number, the whole of `s`; the library checks its range and names its field.
-double parse_real(const std::string& s, const std::string& what) {
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !std::isfinite(v)) {
-    throw asr_error("invalid value for " + what + ": '" + s + "' (expected a number)");
-  }
-  return v;
-}
 
 double parse_ratio(const std::string& s) {
   char* end = nullptr;
