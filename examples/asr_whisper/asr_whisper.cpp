@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,6 +99,8 @@ struct options {
   /// audiokv speech.coverage.phase: empty (the library's), a number in [0, 1] for every head,
   /// "stagger" for (head + 0.5) / heads, or "stagger-layers" for (layer + 0.5) / layers.
   std::string floor_phase;
+  /// floor_phase read as a number (the one phase of every head), when it is one.
+  std::optional<double> floor_phase_number;
 };
 
 /// Comma-separated list.
@@ -333,8 +336,7 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
     speech.frontier.past_decay_floor = 0.0f;  // the two decays exclude each other
   if (o.centre_band >= 0) speech.coverage.centre_band = static_cast<float>(o.centre_band);
   if (o.segment_cells >= 0) speech.coverage.segment_cells = o.segment_cells;
-  if (!o.floor_phase.empty() && o.floor_phase != "stagger" && o.floor_phase != "stagger-layers")
-    speech.coverage.phase = static_cast<float>(std::strtod(o.floor_phase.c_str(), nullptr));
+  if (o.floor_phase_number) speech.coverage.phase = static_cast<float>(*o.floor_phase_number);
   if (o.past_decay_floor >= 0)
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
@@ -474,7 +476,7 @@ int run(int argc, char** argv) {
     else if (a == "--floor-phase") {
       o.floor_phase = next();
       if (o.floor_phase != "stagger" && o.floor_phase != "stagger-layers")
-        parse_real(o.floor_phase, a);  // a number; the library checks [0, 1]
+        o.floor_phase_number = parse_real(o.floor_phase, a);  // the library checks [0, 1]
     } else if (a == "--centre-band")
       o.centre_band = parse_real(next(), a);
     else if (a == "--frontier-density")
