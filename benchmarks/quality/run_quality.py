@@ -144,12 +144,76 @@ def build():
                    cwd=ROOT, check=True)
 
 
+NUMBER_WORDS = dict(
+    [(w, k) for k, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen".split())]
+    + [(w, 20 + 10 * k) for k, w in enumerate(
+        "twenty thirty forty fifty sixty seventy eighty ninety".split())]
+    + [("hundred", 100), ("thousand", 1000), ("million", 1000000)])
+
+
+def spoken_numbers_to_digits(words):
+    """examples/asr_whisper/src/spoken_numbers.hpp: spelled cardinals as digits ("one two" ->
+    "1 2", "twenty five" -> "25", "two hundred and five" -> "205")."""
+    out, state = [], {"open": False, "total": 0, "group": 0, "after_scale": False}
+
+    def add(v):
+        s = state
+        if not s["open"]:
+            if v >= 100:
+                return False
+            s.update(open=True, group=v, after_scale=False)
+            return True
+        below = s["group"] % 100
+        if v < 10:
+            if not ((below >= 20 and below % 10 == 0) or (below == 0 and s["after_scale"])):
+                return False
+            s["group"] += v
+        elif v < 100:
+            if not (below == 0 and s["after_scale"]):
+                return False
+            s["group"] += v
+        elif v == 100:
+            if s["group"] == 0 or s["group"] >= 100:
+                return False
+            s["group"] *= 100
+        else:
+            if s["group"] == 0 or (s["total"] != 0 and s["total"] < v):
+                return False
+            s["total"] += s["group"] * v
+            s["group"] = 0
+        s["after_scale"] = v >= 100
+        return True
+
+    def flush():
+        if state["open"]:
+            out.append(str(state["total"] + state["group"]))
+        state.update(open=False, total=0, group=0, after_scale=False)
+
+    for i, w in enumerate(words):
+        v = NUMBER_WORDS.get(w, -1)
+        if v >= 0:
+            if add(v):
+                continue
+            flush()
+            if add(v):
+                continue
+        nxt = NUMBER_WORDS.get(words[i + 1], -1) if i + 1 < len(words) else -1
+        if w == "and" and state["after_scale"] and 0 <= nxt < 100:
+            continue
+        flush()
+        out.append(w)
+    flush()
+    return out
+
+
 def normalize_words(text):
     """The same normalisation as examples/asr_whisper/src/wer.hpp."""
     out = []
     for ch in text.replace("'", ""):
         out.append(ch.lower() if ch.isalnum() or ord(ch) >= 0x80 else " ")
-    return "".join(out).split()
+    return spoken_numbers_to_digits("".join(out).split())
 
 
 def edit_distance(ref, hyp):
@@ -287,7 +351,7 @@ def derive(rows, model="tiny.en"):
             "rtf": r["rtf"], "decode_cpu_rtf": r.get("decode_cpu_rtf"),
             "runaway": runaway(r["text"], r["reference"]), "model": model,
             "n_tokens": r["n_tokens"], "reached_eot": r["reached_eot"],
-            "word_errors": r["word_errors"], "ref_words": r["ref_words"],
+            "word_errors": r["word_errors"], "ref_words": r["ref_words"], "text": r["text"],
         })
     return out
 

@@ -151,11 +151,34 @@ class head_positions_probe final : public kv_eviction_hook {
   std::vector<std::vector<int32_t>> layer_pos_;  // [heads] positions held at this step
 };
 
+// Word normalisation against the cases that spoken_numbers_check.py also holds the sweep
+// scripts' normalisation to: text <TAB> normalised words, '#' comments.
+void spoken_number_cases() {
+  std::ifstream in(std::string(ASR_TESTS_DIR) + "/spoken_numbers_cases.tsv");
+  check(static_cast<bool>(in), "spoken_numbers_cases.tsv opens");
+  int cases = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t tab = line.find('\t');
+    check(tab != std::string::npos, "a case has a tab");
+    std::string got;
+    for (const std::string& w : word_error_rate::words(line.substr(0, tab)))
+      got += (got.empty() ? "" : " ") + w;
+    check(got == line.substr(tab + 1),
+          "normalised words of '" + line.substr(0, tab) + "': '" + got + "'");
+    ++cases;
+  }
+  check(cases >= 10, "spoken number cases read");
+}
+
 void unit_checks() {
   // WER: one substitution and one deletion over 5 reference words.
   const word_error_rate w =
       word_error_rate::compute("Hello, World! It's me now.", "hello word its me");
   check(w.ref_words == 5 && w.edits == 2, "WER of a known pair");
+  check(word_error_rate::compute("Press 1, 2 or 25.", "press one two or twenty-five").edits == 0,
+        "spelled numbers are the same words as digits");
+  spoken_number_cases();
 
   // Resampler: a 1 kHz tone at 8 kHz must come out as the same tone at 16 kHz.
   pcm_audio a;

@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "spoken_numbers.hpp"
+
 namespace asr {
 
 /// @brief Word error rate by Levenshtein distance over normalised words.
 /// Normalisation: ASCII lowercase; apostrophes removed ("party's" -> "partys"); every other
-/// character that is not a letter or digit becomes a space; whitespace collapses.
+/// character that is not a letter or digit becomes a space; whitespace collapses; spelled
+/// cardinal numbers become digits (spoken_numbers: "press one" and "press 1" are the same words).
 /// WER = (substitutions + deletions + insertions) / reference words.
 struct word_error_rate {
   long edits = 0;
@@ -49,7 +52,7 @@ struct word_error_rate {
       }
     }
     if (!cur.empty()) w.push_back(cur);
-    return w;
+    return spoken_numbers::to_digits(w);
   }
 
   static word_error_rate compute(const std::string& ref, const std::string& hyp) {
