@@ -8,6 +8,9 @@
 #                              orders (tuning only)
 #   <out>/voices/dev_wide.tsv  the voice dev clips plus 3 passes with other voices and SNRs
 #   <out>/voices/long.tsv      long streams of Asterisk prompts, split "long" (tools/make_voices.py)
+#   <out>/menus/manifest.tsv   telephone-menu passages ("press 1 to ..., 2 to ..."), the same
+#                              voices and channel, dev/test; menus/dev_wide.tsv with 3 more
+#                              passes (tools/menu_passages.txt)
 # Usage: scripts/make_data.sh [OUT]   (default build/data). Installs what is missing first.
 # Deterministic: the same packages give the same bytes.
 set -euo pipefail
@@ -17,3 +20,5 @@ source scripts/deps/asr.sh
 py="${AUDIOKV_ASR_PYTHON:-python3}"
 "$py" examples/asr_whisper/tools/make_clips.py --out "$out/asr" --wide-passes 4
 "$py" examples/asr_whisper/tools/make_voices.py --out "$out/voices" --wide-passes 3
+"$py" examples/asr_whisper/tools/make_voices.py --out "$out/menus" --no-long --wide-passes 3 \
+  --passages examples/asr_whisper/tools/menu_passages.txt

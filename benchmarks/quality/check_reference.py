@@ -32,6 +32,15 @@ def run(binary, model, manifest, split, protocol, flags, max_clips):
                                     max_clips, model)
 
 
+def rescored(row):
+    """`row` with word_errors, ref_words and runaway recomputed from its transcript and reference
+    under today's word normalisation (run_quality.normalize_words): a metric change needs no
+    re-run."""
+    ref, hyp = run_quality.normalize_words(row["reference"]), run_quality.normalize_words(row["text"])
+    return dict(row, word_errors=run_quality.edit_distance(ref, hyp), ref_words=len(ref),
+                runaway=run_quality.runaway(row["text"], row["reference"]))
+
+
 def corpus(rows):
     return 100.0 * sum(r["word_errors"] for r in rows) / max(1, sum(r["ref_words"] for r in rows))
 
@@ -64,15 +73,19 @@ def main():
     ap.add_argument("--from-jsonl", action="store_true", help="only summarise --jsonl")
     ap.add_argument("--reuse", help="an earlier run's --jsonl: its rows of the same model, set, "
                                     "protocol and flags are taken instead of run again")
+    ap.add_argument("--rescore", action="store_true",
+                    help="score the rows read (--from-jsonl, --reuse) again from their transcripts "
+                         "under today's word normalisation")
     args = ap.parse_args()
+    score = rescored if args.rescore else (lambda r: r)
     sets = [tuple(s.split("=", 1)) for s in args.set]
     variants = [tuple(v.split("=", 1)) for v in args.variant] or [("default", "")]
     models = args.models.split(",")
     rows = []
     if args.from_jsonl:
-        rows = [json.loads(line) for line in open(args.jsonl)]
+        rows = [score(json.loads(line)) for line in open(args.jsonl)]
     else:
-        reused = [json.loads(line) for line in open(args.reuse)] if args.reuse else []
+        reused = [score(json.loads(line)) for line in open(args.reuse)] if args.reuse else []
         partial = open(args.jsonl + ".partial", "w")  # rows as they arrive
         for model in models:
             for set_name, manifest in sets:
