@@ -27,8 +27,8 @@ Voice clips (split dev/test by text: passage k is dev when k % 3 == 0, else test
     applied in the frequency domain), decimation to 8 kHz, mu-law companding (mu = 255, 8-bit
     codes, as G.711) at a peak of half full scale, interpolation back to 16 kHz (frequency-domain
     zero padding);
-  * reference: the sentences read, joined by spaces (asr_whisper's WER normalises case and
-    punctuation).
+  * reference: the sentences read, joined by spaces (asr_whisper's WER normalises case,
+    punctuation and spelled numbers).
 
 --wide-passes P also writes <out>/dev_wide.tsv, a wider dev split for tuning: the dev clips and
 P more passes over the dev passages, clip i continuing the rotation above (voice VOICES[i % n],
