@@ -153,58 +153,64 @@ NUMBER_WORDS = dict(
     + [("hundred", 100), ("thousand", 1000), ("million", 1000000)])
 
 
+class _CardinalReader:
+    """One cardinal being read (spoken_numbers.hpp's reader): total (closed scales) + group."""
+
+    def __init__(self):
+        self.open, self.total, self.group, self.after_scale = False, 0, 0, False
+
+    def add(self, v):
+        """Continues the number with v; False (and unchanged) when v must start a new one."""
+        if not self.open:
+            if v >= 100:  # a scale with no number before it stays a word
+                return False
+            self.open, self.group, self.after_scale = True, v, False
+            return True
+        below = self.group % 100
+        if v < 10:
+            if not ((below >= 20 and below % 10 == 0) or (below == 0 and self.after_scale)):
+                return False
+            self.group += v
+        elif v < 100:
+            if not (below == 0 and self.after_scale):
+                return False
+            self.group += v
+        elif v == 100:
+            if self.group == 0 or self.group >= 100:
+                return False
+            self.group *= 100
+        else:
+            if self.group == 0 or (self.total != 0 and self.total < v):
+                return False
+            self.total += self.group * v
+            self.group = 0
+        self.after_scale = v >= 100
+        return True
+
+    def flush(self, out):
+        if self.open:
+            out.append(str(self.total + self.group))
+        self.__init__()
+
+
 def spoken_numbers_to_digits(words):
     """examples/asr_whisper/src/spoken_numbers.hpp: spelled cardinals as digits ("one two" ->
     "1 2", "twenty five" -> "25", "two hundred and five" -> "205")."""
-    out, state = [], {"open": False, "total": 0, "group": 0, "after_scale": False}
-
-    def add(v):
-        s = state
-        if not s["open"]:
-            if v >= 100:
-                return False
-            s.update(open=True, group=v, after_scale=False)
-            return True
-        below = s["group"] % 100
-        if v < 10:
-            if not ((below >= 20 and below % 10 == 0) or (below == 0 and s["after_scale"])):
-                return False
-            s["group"] += v
-        elif v < 100:
-            if not (below == 0 and s["after_scale"]):
-                return False
-            s["group"] += v
-        elif v == 100:
-            if s["group"] == 0 or s["group"] >= 100:
-                return False
-            s["group"] *= 100
-        else:
-            if s["group"] == 0 or (s["total"] != 0 and s["total"] < v):
-                return False
-            s["total"] += s["group"] * v
-            s["group"] = 0
-        s["after_scale"] = v >= 100
-        return True
-
-    def flush():
-        if state["open"]:
-            out.append(str(state["total"] + state["group"]))
-        state.update(open=False, total=0, group=0, after_scale=False)
-
+    out, reader = [], _CardinalReader()
     for i, w in enumerate(words):
         v = NUMBER_WORDS.get(w, -1)
         if v >= 0:
-            if add(v):
+            if reader.add(v):
                 continue
-            flush()
-            if add(v):
+            reader.flush(out)
+            if reader.add(v):
                 continue
         nxt = NUMBER_WORDS.get(words[i + 1], -1) if i + 1 < len(words) else -1
-        if w == "and" and state["after_scale"] and 0 <= nxt < 100:
+        if w == "and" and reader.after_scale and 0 <= nxt < 100:
             continue
-        flush()
+        reader.flush(out)
         out.append(w)
-    flush()
+    reader.flush(out)
     return out
 
 
