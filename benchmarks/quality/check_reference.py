@@ -45,19 +45,26 @@ def corpus(rows):
     return 100.0 * sum(r["word_errors"] for r in rows) / max(1, sum(r["ref_words"] for r in rows))
 
 
-def versus(rows, first, n=2000, seed=7):
-    """corpus WER of `rows` minus that of `first` over their common clips, in points, with the
-    paired bootstrap 95% interval (resampled clips); '—' for the first variant itself."""
+def paired_difference(rows, first, n=2000, seed=7):
+    """(difference, low, high): corpus WER of `rows` minus that of `first` over their common
+    clips (clip -> row with word_errors, ref_words), in points, with the paired bootstrap 95%
+    interval (resampled clips)."""
     keys = sorted(set(rows) & set(first))
-    if rows is first or not keys or all(rows[k] is first[k] for k in keys):
-        return "—"
 
     def diff(pick):
         ref = max(1, sum(first[k]["ref_words"] for k in pick))
         return 100.0 * sum(rows[k]["word_errors"] - first[k]["word_errors"] for k in pick) / ref
 
     low, high = run_quality.bootstrap(keys, diff, n, seed)
-    return f"{diff(keys):+.2f} ({low:+.2f} to {high:+.2f})"
+    return diff(keys), low, high
+
+
+def versus(rows, first, n=2000, seed=7):
+    """paired_difference as text; '—' for the first variant itself."""
+    keys = set(rows) & set(first)
+    if rows is first or not keys or all(rows[k] is first[k] for k in keys):
+        return "—"
+    return "{:+.2f} ({:+.2f} to {:+.2f})".format(*paired_difference(rows, first, n, seed))
 
 
 def main():

@@ -63,6 +63,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import subprocess
 import sys
 import threading
@@ -295,7 +296,8 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
         cmd = [args.binary, "--manifest", args.manifest, "--split", args.split,
                "--json", "--frames", "all", "--protocol", args.protocol] + model_args(args.model) + [
                "--policies", ",".join(split_suffixes(n)[0] for n in names),
-               "--keep-ratios", ",".join(str(r) for r in policy_ratios)] + extra
+               "--keep-ratios", ",".join(str(r) for r in policy_ratios)] + extra + shlex.split(
+               args.flags)
         if n_clips:
             cmd += ["--max-clips", str(n_clips)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -507,6 +509,9 @@ def main():
     ap.add_argument("--protocol", default="offline", choices=["offline", "streaming"])
     ap.add_argument("--model", default="tiny.en", help="tiny.en, base, or a model directory")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    ap.add_argument("--flags", default="",
+                    help="asr_whisper options for every run, the full cache's included (e.g. a "
+                         "protocol option); recorded in each row as 'flags'")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--from-jsonl", help="only summarise an earlier run's quality*.jsonl")
     ap.add_argument("--from-partial", help="derive and summarise the raw rows of an interrupted run")
@@ -543,6 +548,9 @@ def main():
     ablation_ratios = [float(r) for r in args.ablation_ratios.split(",") if r]
     os.makedirs(args.out, exist_ok=True)
     rows = derive(run_sweep(args, policies, ratios, ablations, ablation_ratios), args.model)
+    if args.flags:
+        for r in rows:
+            r["flags"] = args.flags
     os.makedirs(args.out, exist_ok=True)
     prefix = output_prefix(args)
     if args.replace_in:

@@ -5,7 +5,9 @@ its bootstrap interval) on rows built here:
 1. the first variant against itself reads "—";
 2. one more word error on every clip of equal length: every resample gives the same difference,
    so the interval is the point (+10.00 on clips of 10 words);
-3. clips that only one side has are left out of the pairing.
+3. clips that only one side has are left out of the pairing;
+4. compare_runs.py's row summed over retentions differs by the sum of the retentions'
+   differences, and counts a clip better or worse by its summed errors.
 Exit: 0 pass, 1 fail."""
 import os
 import sys
@@ -13,6 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks", "quality"))
 import check_reference  # noqa: E402
+import compare_runs  # noqa: E402
 
 
 def rows(errors):
@@ -27,6 +30,14 @@ def main():
         (check_reference.versus(first, first), "—"),
         (check_reference.versus(worse, first), "+10.00 (+10.00 to +10.00)"),
         (check_reference.versus(first, worse), "-10.00 (-10.00 to -10.00)"),
+    ]
+    base = {("audiokv", 0.4): rows([0, 2, 5, 1]), ("audiokv", 0.2): rows([3, 3, 3, 3])}
+    other = {("audiokv", 0.4): rows([1, 2, 5, 1]), ("audiokv", 0.2): rows([3, 1, 3, 3])}
+    keys = list(base)
+    stats = compare_runs.compare(compare_runs.summed(base, keys), compare_runs.summed(other, keys))
+    checks += [
+        ("{:+.2f}".format(stats[2]), "{:+.2f}".format(2.5 - 5.0)),  # +1 and -2 errors, 40 words
+        (stats[5:], (1, 1, 4)),  # c1 better, c0 worse, 4 clips
     ]
     failures = [f"got {got!r}, expected {want!r}" for got, want in checks if got != want]
     for f in failures:

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Paired comparison of two run_quality.py sweeps of the same clips (e.g. two protocols).
+
+For every (policy, retention) both sweeps hold, and for each policy summed over its retentions:
+
+  corpus WER  = word errors / reference words over the clips, against the clips' texts (not
+                against either sweep's full-cache run, which moves with what is compared)
+  difference  = WER(other) - WER(base) in points, paired over the clips, bootstrap 95% interval
+                (2000 resamples, seed 7, as check_reference.py); "summed" adds the retentions' word
+                errors per clip, so its difference is the sum of the retentions' differences
+  better-worse = clips with fewer / more word errors under "other"
+Each sweep's own summary (run_quality.py) has the cost columns.
+
+Usage:
+  compare_runs.py --cell "base menus=DEFAULT.jsonl:OTHER.jsonl" [--cell ...] \\
+      --names default,la3 [--md OUT.md]
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_reference  # noqa: E402  (corpus WER, paired bootstrap)
+
+
+def load(path):
+    """(policy, retention) -> clip -> row, result rows only."""
+    cells = {}
+    with open(path) as f:
+        for row in map(json.loads, f):
+            if "error" not in row:
+                cells.setdefault((row["policy"], row["retention"]), {})[row["clip"]] = row
+    return cells
+
+
+def summed(cells, keys):
+    """clip -> one row whose word errors are summed over the (policy, retention) keys."""
+    clips = set.intersection(*(set(cells[k]) for k in keys))
+    return {c: {"word_errors": sum(cells[k][c]["word_errors"] for k in keys),
+                "ref_words": cells[keys[0]][c]["ref_words"]} for c in clips}
+
+
+def compare(base, other):
+    """WER of each side, the paired difference and its interval, clips better / worse."""
+    clips = sorted(set(base) & set(other))
+    base = {c: base[c] for c in clips}
+    other = {c: other[c] for c in clips}
+    d, low, high = check_reference.paired_difference(other, base)
+    better = sum(other[c]["word_errors"] < base[c]["word_errors"] for c in clips)
+    worse = sum(other[c]["word_errors"] > base[c]["word_errors"] for c in clips)
+    return (check_reference.corpus(base.values()), check_reference.corpus(other.values()), d, low,
+            high, better, worse, len(clips))
+
+
+def table(cells, names):
+    head = (f"| cell | policy | retention | clips | WER {names[0]} | WER {names[1]} | "
+            f"{names[1]} - {names[0]} (95% CI) | better-worse |\n|---|---|---|---|---|---|---|---|\n")
+    lines = []
+    for label, (base_path, other_path) in cells:
+        base, other = load(base_path), load(other_path)
+        keys = sorted(set(base) & set(other), key=lambda k: (k[0] != "full", k[0], -k[1]))
+        policies = []
+        for policy, retention in keys:
+            lines.append(row(label, policy, str(retention), compare(base[(policy, retention)],
+                                                                    other[(policy, retention)])))
+            if policy not in policies:
+                policies.append(policy)
+        for policy in policies:
+            mine = [k for k in keys if k[0] == policy]
+            if len(mine) > 1:
+                lines.append(row(label, policy, "summed", compare(summed(base, mine),
+                                                                  summed(other, mine))))
+    return head + "\n".join(lines) + "\n"
+
+
+def row(label, policy, retention, stats):
+    wer_a, wer_b, d, low, high, better, worse, n = stats
+    mark = "**" if low > 0 or high < 0 else ""
+    return (f"| {label} | {policy} | {retention} | {n} | {wer_a:.2f} | {wer_b:.2f} | "
+            f"{mark}{d:+.2f} ({low:+.2f} to {high:+.2f}){mark} | {better}-{worse} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--cell", action="append", required=True, help="LABEL=BASE.jsonl:OTHER.jsonl")
+    ap.add_argument("--names", default="base,other", help="the two sweeps' names, base first")
+    ap.add_argument("--md", help="also write the table here")
+    args = ap.parse_args()
+    cells = []
+    for cell in args.cell:
+        label, paths = cell.split("=", 1)
+        cells.append((label, tuple(paths.split(":", 1))))
+    text = table(cells, args.names.split(","))
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
