@@ -84,6 +84,7 @@ struct options {
   bool pass_alignment = true;         ///< the hook passes the alignment heads' position
   bool streaming = false;             ///< --protocol streaming
   double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
+  double entropy_exponent = 0;        ///< --head-budget-entropy G: perplexity^G head shares
   int merge = 0;                      ///< --merge 1: merge on evict (implies --mass-bias 1)
   int mass_bias = 0;                  ///< --mass-bias 1: attention-mass logit bias
   streaming_options stream;           ///< --chunk-frames, --align-frames
@@ -151,6 +152,9 @@ void usage(std::ostream& os) {
         "                   for them, weighted by cells (implies --mass-bias 1; dense cache only)\n"
         "  --head-budget W  split each layer's budget over its heads with the model's alignment\n"
         "                   heads weighted W (head_budget_allocator; default: equal budgets)\n"
+        "  --head-budget-entropy G  offline protocol: at the one-shot compression, split each\n"
+        "                   layer's budget over its heads by their attention perplexity over the\n"
+        "                   observed steps to the power G (attention_perplexity_weights; 0: off)\n"
         "  --granularity head|layer|layer-mean  offline protocol: head (default) plans\n"
         "                  every (layer, head) on its own; layer plans a layer's heads together\n"
         "                  and applies one keep-set to all (audiokv::share_layer_plan: a cell's\n"
@@ -372,6 +376,7 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   ho.merge = o.merge == 1;
   ho.granularity = o.granularity;
   ho.head_rule = o.head_rule;
+  ho.entropy_budget_exponent = o.entropy_exponent;
   // adakv shares one budget across the heads of a layer: one group per (clip, layer).
   auto groups = std::make_shared<std::vector<std::shared_ptr<audiokv::adakv_group>>>();
   const int observe_steps = ho.observe_steps;
@@ -485,7 +490,11 @@ int run(int argc, char** argv) {
       o.pass_alignment = false;
     else if (a == "--head-budget")
       o.head_weight = parse_real(next(), a);
-    else if (a == "--merge")
+    else if (a == "--head-budget-entropy") {
+      o.entropy_exponent = parse_real(next(), a);
+      if (!(o.entropy_exponent >= 0.0))
+        throw asr_error("--head-budget-entropy must be >= 0, got " + std::string(argv[i]));
+    } else if (a == "--merge")
       o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
       o.mass_bias = parse_int(next(), "--mass-bias") != 0 ? 1 : 0;
@@ -577,6 +586,11 @@ int run(int argc, char** argv) {
     throw asr_error(
         "--merge rewrites the dense rows; it cannot be combined with --share-rows or "
         "--int8-buffer");
+  }
+  if (o.entropy_exponent > 0.0 && o.streaming) {
+    throw asr_error(
+        "--head-budget-entropy splits the offline one-shot compression's budget; "
+        "the streaming protocol plans every head to its own budget");
   }
 
   // Inputs are resolved before the (slow) model load so bad paths fail fast.

@@ -232,4 +232,37 @@ TEST(HeadBudgetAllocator, ExactTotalFloorsAndCriticalHeadsFavoured) {
   EXPECT_THROW(bad.allocate(100, critical), audiokv::error);
 }
 
+TEST(HeadBudgetAllocator, WeightedSplitIsExactAndProportional) {
+  head_budget_allocator alloc{3.0, 2};
+  const std::vector<double> weight = {1.0, 3.0, 1.0, 1.0, 3.0, 1.0, 1.0, 1.0};
+  const std::vector<std::uint8_t> critical = {0, 1, 0, 0, 1, 0, 0, 0};
+  for (std::int64_t total : {16, 17, 100, 257, 4099}) {
+    const auto b = alloc.allocate_weighted(total, weight);
+    EXPECT_EQ(std::accumulate(b.begin(), b.end(), std::int64_t{0}), total);
+    EXPECT_EQ(b, alloc.allocate(total, critical)) << total;  // the same split, the same ties
+    for (std::size_t h = 0; h < b.size(); ++h) {
+      const double exact = 2.0 + (static_cast<double>(total) - 16.0) * weight[h] / 12.0;
+      EXPECT_LT(std::abs(b[h] - exact), 1.0) << "head " << h << " of " << total;
+    }
+  }
+  EXPECT_THROW(alloc.allocate_weighted(100, {1.0, 0.0}), audiokv::error);
+  EXPECT_THROW(alloc.allocate_weighted(100, {1.0, std::nan("")}), audiokv::error);
+  EXPECT_THROW(alloc.allocate_weighted(100, {}), audiokv::error);
+  EXPECT_THROW(alloc.allocate_weighted(3, {1.0, 1.0}), audiokv::error);  // below the floors
+}
+
+TEST(HeadBudgetAllocator, PerplexityWeightsFollowTheEntropy) {
+  const std::vector<double> entropy = {0.5, 2.0, std::log(300.0)};
+  for (const double w : attention_perplexity_weights(entropy, 0.0)) EXPECT_EQ(w, 1.0);
+  const auto full = attention_perplexity_weights(entropy, 1.0);
+  EXPECT_DOUBLE_EQ(full[0], 1.0);  // relative to the sharpest head
+  EXPECT_NEAR(full[1] / full[0], std::exp(1.5), 1e-12);
+  EXPECT_NEAR(full[2] / full[0], 300.0 / std::exp(0.5), 1e-9);
+  const auto half = attention_perplexity_weights(entropy, 0.5);
+  EXPECT_NEAR(half[2] / half[1], std::sqrt(full[2] / full[1]), 1e-12);
+  EXPECT_THROW(attention_perplexity_weights(entropy, -0.1), audiokv::error);
+  EXPECT_THROW(attention_perplexity_weights({1.0, -1.0}, 1.0), audiokv::error);
+  EXPECT_THROW(attention_perplexity_weights({1.0, INFINITY}, 1.0), audiokv::error);
+}
+
 }  // namespace

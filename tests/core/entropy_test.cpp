@@ -34,6 +34,19 @@ TEST(Entropy, MatchesShannonFormula) {
     h -= p * std::log(p);
   }
   EXPECT_NEAR(acc.normalized_entropy(), h / std::log(4.0), 1e-5);
+  EXPECT_NEAR(acc.entropy(), h, 1e-5);  // nats, the scores' scale divided out
+}
+
+TEST(Entropy, NatsOfUniformAndEmptyScores) {
+  entropy_accumulator uniform;
+  for (int i = 0; i < 300; ++i) uniform.add(1.0f / 300.0f);
+  EXPECT_NEAR(uniform.entropy(), std::log(300.0), 1e-4);  // perplexity = the cells attended
+  entropy_accumulator empty;
+  empty.add(0.0f);
+  EXPECT_EQ(empty.entropy(), 0.0);
+  entropy_accumulator one;
+  one.add(0.7f);
+  EXPECT_EQ(one.entropy(), 0.0);
 }
 
 TEST(Entropy, RatioIsClamped) {

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <algorithm>
+#include <audiokv/core/entropy.hpp>
 #include <audiokv/policy/audiokv/tiered_cache.hpp>
+#include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
 #include <audiokv/policy/speech/attention_mass.hpp>
@@ -46,6 +48,14 @@ namespace asr {
 ///    frames, so they hold the same positions from then on. A policy whose plans carry no
 ///    scores (every baseline) contributes 0 to the reduction: its heads' candidates then go
 ///    by position (lowest first) among the cells some head evicted.
+///
+/// Head budgets from attention (options::entropy_budget_exponent > 0, offline protocol): the
+/// one-shot compression waits for the layer's last head, as a layer plan does; the layer's
+/// budget (the sum of its policies' budgets) is then split over its heads with
+/// audiokv::attention_perplexity_weights of each head's mean attention entropy over the
+/// observed steps, and each head plans down to its share (plan_to) on its own (with layer
+/// granularity, the plans are then shared as above). Later triggers (follow_trigger) plan to
+/// each policy's own budget.
 class audiokv_policy_hook final : public kv_eviction_hook {
  public:
   /// Makes the policy of one (layer, head) for a clip; the budget is the policy's business
@@ -72,6 +82,10 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     plan_granularity granularity = plan_granularity::head;
     /// Per-layer plans: how a cell's scores over the heads reduce to one.
     audiokv::head_reduce head_rule = audiokv::head_reduce::max;
+    /// Offline protocol: > 0 splits each layer's budget over its heads at the one-shot
+    /// compression by attention perplexity to this power (see the class comment); 0: each head
+    /// keeps its policy's budget.
+    double entropy_budget_exponent = 0.0;
   };
 
   audiokv_policy_hook(factory make, options opt) : make_(std::move(make)), opt_(opt) {
@@ -87,6 +101,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     policies_.clear();
     policies_.resize(static_cast<size_t>(clip.n_layers) * clip.n_heads);
     observed_.assign(policies_.size(), 0);
+    entropy_sum_.assign(policies_.size(), 0.0);
     is_alignment_.assign(policies_.size(), 0);
     mass_.clear();
     if (opt_.mass_bias) mass_.assign(policies_.size(), audiokv::attention_mass(clip.n_frames));
@@ -146,9 +161,15 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     p.observe(s.probs, s.cache.n_kv);
     int& seen = observed_[idx(s.cache.layer, s.cache.head)];
     ++seen;
+    if (seen <= opt_.observe_steps && opt_.entropy_budget_exponent > 0.0) {
+      audiokv::core::entropy_accumulator step_entropy;
+      for (int j = 0; j < s.cache.n_kv; ++j) step_entropy.add(s.probs[j]);
+      entropy_sum_[idx(s.cache.layer, s.cache.head)] += step_entropy.entropy();
+    }
     if (opt_.streaming) {
       return false;
-    } else if (opt_.granularity == plan_granularity::layer) {
+    } else if (opt_.granularity == plan_granularity::layer ||
+               (opt_.entropy_budget_exponent > 0.0 && seen == opt_.observe_steps)) {
       if (s.cache.head == clip_.n_heads - 1) plan_layer(s.cache.layer);
       return false;
     } else if (seen == opt_.observe_steps) {
@@ -244,15 +265,48 @@ class audiokv_policy_hook final : public kv_eviction_hook {
         triggered = triggered || policies_[idx(layer, h)]->wants_eviction();
     }
     if (!compress && !triggered) return;
+    const std::vector<std::int32_t> budgets =
+        compress ? layer_budgets(layer) : std::vector<std::int32_t>();
     for (int h = 0; h < heads; ++h) {
       audiokv::eviction_policy& p = *policies_[idx(layer, h)];
       audiokv::eviction_plan& out = layer_plans_[static_cast<size_t>(h)];
       if (compress) {
-        p.plan_to(p.budget(), out);
+        p.plan_to(budgets[static_cast<size_t>(h)], out);
       } else {
         p.plan(out);
       }
     }
+    if (opt_.granularity == plan_granularity::layer) share_plans(layer);
+    pending_layer_ = layer;
+    for (int h = 0; h < heads; ++h) {
+      const audiokv::eviction_plan& plan = layer_plans_[static_cast<size_t>(h)];
+      pending_[static_cast<size_t>(h)] = plan.empty() ? 0 : 1;
+      if (!plan.empty()) policies_[idx(layer, h)]->apply(plan);
+    }
+  }
+
+  /// The one-shot compression's budget of each head of `layer`: its policy's budget, or with
+  /// entropy budgets the layer's total split by attention perplexity (floor 1 cell per head).
+  std::vector<std::int32_t> layer_budgets(int layer) const {
+    const int heads = clip_.n_heads;
+    std::vector<std::int32_t> budgets(static_cast<size_t>(heads));
+    for (int h = 0; h < heads; ++h)
+      budgets[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
+    if (opt_.entropy_budget_exponent <= 0.0) return budgets;
+    std::int64_t total = 0;
+    std::vector<double> mean_entropy(static_cast<size_t>(heads));
+    for (int h = 0; h < heads; ++h) {
+      total += budgets[static_cast<size_t>(h)];
+      mean_entropy[static_cast<size_t>(h)] = entropy_sum_[idx(layer, h)] / opt_.observe_steps;
+    }
+    audiokv::head_budget_allocator split;
+    split.floor_cells = 1;
+    return split.allocate_weighted(
+        total, audiokv::attention_perplexity_weights(mean_entropy, opt_.entropy_budget_exponent));
+  }
+
+  /// Rewrites the layer's plans into one keep-set (audiokv::share_layer_plan).
+  void share_plans(int layer) {
     audiokv::share_layer_plan(
         audiokv::span<audiokv::eviction_plan>(layer_plans_.data(), layer_plans_.size()),
         opt_.head_rule,
@@ -262,12 +316,6 @@ class audiokv_policy_hook final : public kv_eviction_hook {
           return cache != nullptr && cache->is_protected(c);
         },
         layer_ws_);
-    pending_layer_ = layer;
-    for (int h = 0; h < heads; ++h) {
-      const audiokv::eviction_plan& plan = layer_plans_[static_cast<size_t>(h)];
-      pending_[static_cast<size_t>(h)] = plan.empty() ? 0 : 1;
-      if (!plan.empty()) policies_[idx(layer, h)]->apply(plan);
-    }
   }
 
   /// Frontier from the previous step's alignment-head peaks, passed to every AudioKV cache.
@@ -294,6 +342,8 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   clip_context clip_;
   std::vector<std::unique_ptr<audiokv::eviction_policy>> policies_;
   std::vector<int> observed_;
+  std::vector<double>
+      entropy_sum_;  // [layers * heads] attention entropy (nats) over observed steps
   std::vector<audiokv::attention_mass> mass_;  // [layers * heads] with options::mass_bias
   std::vector<uint8_t> is_alignment_;          // [layers * heads] 1 for the model's alignment heads
   std::vector<int32_t> step_peaks_;            // this step's alignment-head peak positions

@@ -40,12 +40,18 @@ struct entropy_accumulator {
     }
   }
 
+  /// H in nats, >= 0; 0 for zero total mass.
+  AUDIOKV_HOST_DEVICE double entropy() const {
+    if (sum <= 0.0) return 0.0;
+    const double h = static_cast<double>(log_of(static_cast<float>(sum))) - sum_s_log_s / sum;
+    return h > 0.0 ? h : 0.0;  // rounding can leave a one-cell distribution just below 0
+  }
+
   /// H / H_max in [0, 1]; 1 (no information, evict least) for n <= 1 or zero total mass.
   AUDIOKV_HOST_DEVICE float normalized_entropy() const {
     if (count <= 1 || sum <= 0.0) return 1.0f;
-    const double h = static_cast<double>(log_of(static_cast<float>(sum))) - sum_s_log_s / sum;
     const double h_max = static_cast<double>(log_of(static_cast<float>(count)));
-    return clamp_to(static_cast<float>(h / h_max), 0.0f, 1.0f);
+    return clamp_to(static_cast<float>(entropy() / h_max), 0.0f, 1.0f);
   }
 };
 

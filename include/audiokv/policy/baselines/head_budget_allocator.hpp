@@ -15,12 +15,14 @@ namespace audiokv::policy::baselines {
 
 /// @brief Per-head budgets that sum exactly to a layer total.
 ///
-///   weight_h = critical_h ? critical_weight : 1
 ///   budget_h = floor_cells + share_h,  share_h = largest-remainder rounding of
 ///              (total - H * floor_cells) * weight_h / sum(weight)
 ///
-/// Largest remainder (Hamilton) keeps the total exact; remainders that tie go to critical
-/// heads first, then to the lower head index. Deterministic, no floating drift in the total.
+/// with weight_h = critical_h ? critical_weight : 1 (allocate), or any positive weights
+/// (allocate_weighted; attention_perplexity_weights derives them from what each head attends).
+/// Largest remainder (Hamilton) keeps the total exact; remainders that tie go to critical heads
+/// first (allocate) or to the larger weight (allocate_weighted), then to the lower head index.
+/// Deterministic, no floating drift in the total.
 struct head_budget_allocator {
   /// Weight of an audio-critical head relative to a regular one (>= 1 favours them).
   double critical_weight = 2.0;
@@ -33,23 +35,45 @@ struct head_budget_allocator {
   std::vector<std::int32_t> allocate(std::int64_t total_budget,
                                      const std::vector<std::uint8_t>& critical) const {
     constexpr const char* where = "head_budget_allocator::allocate";
-    const auto heads = static_cast<std::int64_t>(critical.size());
-    AUDIOKV_REQUIRE(heads >= 1, where, "critical.size()", heads, "must be >= 1 (one per KV head)");
     AUDIOKV_REQUIRE(std::isfinite(critical_weight) && critical_weight > 0.0, where,
                     "critical_weight", critical_weight, "must be finite and > 0");
+    std::vector<double> weight(critical.size());
+    for (std::size_t h = 0; h < critical.size(); ++h)
+      weight[h] = critical[h] ? critical_weight : 1.0;
+    return distribute(where, "critical.size()", total_budget, weight, critical);
+  }
+
+  /// @param total_budget cells of the whole layer, >= num_heads * floor_cells.
+  /// @param weight       [num_heads] finite weights > 0.
+  /// @return [num_heads] budgets summing to total_budget, each >= floor_cells.
+  std::vector<std::int32_t> allocate_weighted(std::int64_t total_budget,
+                                              const std::vector<double>& weight) const {
+    constexpr const char* where = "head_budget_allocator::allocate_weighted";
+    for (const double w : weight) {
+      AUDIOKV_REQUIRE(std::isfinite(w) && w > 0.0, where, "weight", w, "must be finite and > 0");
+    }
+    return distribute(where, "weight.size()", total_budget, weight, {});
+  }
+
+ private:
+  /// The rounding above; `critical` (empty: none) breaks ties before the weights do.
+  std::vector<std::int32_t> distribute(const char* where, const char* heads_name,
+                                       std::int64_t total_budget, const std::vector<double>& weight,
+                                       const std::vector<std::uint8_t>& critical) const {
+    const auto heads = static_cast<std::int64_t>(weight.size());
+    AUDIOKV_REQUIRE(heads >= 1, where, heads_name, heads, "must be >= 1 (one per KV head)");
     AUDIOKV_REQUIRE(floor_cells >= 0, where, "floor_cells", floor_cells, "must be >= 0");
     AUDIOKV_REQUIRE(total_budget >= heads * floor_cells && total_budget <= INT32_MAX * heads, where,
                     "total_budget", total_budget,
                     "must be >= num_heads * floor_cells (and fit int32 per head)");
     double weight_sum = 0.0;
-    for (const std::uint8_t c : critical) weight_sum += c ? critical_weight : 1.0;
+    for (const double w : weight) weight_sum += w;
     const std::int64_t spare = total_budget - heads * floor_cells;
     std::vector<std::int32_t> budget(heads);
     std::vector<double> remainder(heads);
     std::int64_t given = 0;
     for (std::int64_t h = 0; h < heads; ++h) {
-      const double exact =
-          static_cast<double>(spare) * (critical[h] ? critical_weight : 1.0) / weight_sum;
+      const double exact = static_cast<double>(spare) * weight[h] / weight_sum;
       const auto whole = static_cast<std::int64_t>(std::floor(exact));
       budget[h] = static_cast<std::int32_t>(floor_cells + whole);
       remainder[h] = exact - static_cast<double>(whole);
@@ -59,7 +83,8 @@ struct head_budget_allocator {
     for (std::int64_t h = 0; h < heads; ++h) order[h] = h;
     std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
       if (remainder[a] != remainder[b]) return remainder[a] > remainder[b];
-      if (critical[a] != critical[b]) return critical[a] > critical[b];
+      if (!critical.empty() && critical[a] != critical[b]) return critical[a] > critical[b];
+      if (weight[a] != weight[b]) return weight[a] > weight[b];
       return a < b;
     });
     // floor() of each share can undershoot by < 1 per head, so 0 <= left < heads.
@@ -70,8 +95,34 @@ struct head_budget_allocator {
   }
 };
 
+/// Head weights from what each head attends: weight_h = exp(exponent * H_h) = P_h^exponent,
+/// where H_h is head h's mean attention entropy per decode step, in nats, and P_h = exp(H_h) the
+/// number of cells it reads at once (its attention perplexity). A head that spreads its
+/// attention over many cells loses mass with every evicted cell; one that reads a few cells at
+/// a time needs only the right ones. exponent 0 gives equal weights.
+/// @throws audiokv::error naming "exponent" unless finite and >= 0, or "mean_entropy" for a
+/// value that is not finite or below 0.
+inline std::vector<double> attention_perplexity_weights(const std::vector<double>& mean_entropy,
+                                                        double exponent) {
+  constexpr const char* where = "attention_perplexity_weights";
+  AUDIOKV_REQUIRE(std::isfinite(exponent) && exponent >= 0.0, where, "exponent", exponent,
+                  "must be finite and >= 0");
+  std::vector<double> weight(mean_entropy.size());
+  // Relative to the smallest entropy, so that no weight overflows or vanishes.
+  double least = 0.0;
+  for (std::size_t h = 0; h < mean_entropy.size(); ++h) {
+    AUDIOKV_REQUIRE(std::isfinite(mean_entropy[h]) && mean_entropy[h] >= 0.0, where, "mean_entropy",
+                    mean_entropy[h], "must be finite and >= 0 (nats)");
+    least = h == 0 ? mean_entropy[h] : std::min(least, mean_entropy[h]);
+  }
+  for (std::size_t h = 0; h < mean_entropy.size(); ++h)
+    weight[h] = std::exp(exponent * (mean_entropy[h] - least));
+  return weight;
+}
+
 }  // namespace audiokv::policy::baselines
 
 namespace audiokv {
+using policy::baselines::attention_perplexity_weights;
 using policy::baselines::head_budget_allocator;
 }  // namespace audiokv
