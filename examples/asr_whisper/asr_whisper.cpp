@@ -154,7 +154,8 @@ void usage(std::ostream& os) {
         "                   heads weighted W (head_budget_allocator; default: equal budgets)\n"
         "  --head-budget-entropy G  offline protocol: at the one-shot compression, split each\n"
         "                   layer's budget over its heads by their attention perplexity over the\n"
-        "                   observed steps to the power G (attention_perplexity_weights; 0: off)\n"
+        "                   observed steps to the power G (attention_perplexity_weights; G < 0\n"
+        "                   favours sharp heads; 0: off)\n"
         "  --granularity head|layer|layer-mean  offline protocol: head (default) plans\n"
         "                  every (layer, head) on its own; layer plans a layer's heads together\n"
         "                  and applies one keep-set to all (audiokv::share_layer_plan: a cell's\n"
@@ -490,11 +491,9 @@ int run(int argc, char** argv) {
       o.pass_alignment = false;
     else if (a == "--head-budget")
       o.head_weight = parse_real(next(), a);
-    else if (a == "--head-budget-entropy") {
+    else if (a == "--head-budget-entropy")
       o.entropy_exponent = parse_real(next(), a);
-      if (!(o.entropy_exponent >= 0.0))
-        throw asr_error("--head-budget-entropy must be >= 0, got " + std::string(argv[i]));
-    } else if (a == "--merge")
+    else if (a == "--merge")
       o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
       o.mass_bias = parse_int(next(), "--mass-bias") != 0 ? 1 : 0;
@@ -587,7 +586,7 @@ int run(int argc, char** argv) {
         "--merge rewrites the dense rows; it cannot be combined with --share-rows or "
         "--int8-buffer");
   }
-  if (o.entropy_exponent > 0.0 && o.streaming) {
+  if (o.entropy_exponent != 0.0 && o.streaming) {
     throw asr_error(
         "--head-budget-entropy splits the offline one-shot compression's budget; "
         "the streaming protocol plans every head to its own budget");

@@ -260,7 +260,10 @@ TEST(HeadBudgetAllocator, PerplexityWeightsFollowTheEntropy) {
   EXPECT_NEAR(full[2] / full[0], 300.0 / std::exp(0.5), 1e-9);
   const auto half = attention_perplexity_weights(entropy, 0.5);
   EXPECT_NEAR(half[2] / half[1], std::sqrt(full[2] / full[1]), 1e-12);
-  EXPECT_THROW(attention_perplexity_weights(entropy, -0.1), audiokv::error);
+  const auto sharp = attention_perplexity_weights(entropy, -1.0);
+  EXPECT_DOUBLE_EQ(sharp[2], 1.0);  // the most spread head is the reference
+  EXPECT_NEAR(sharp[0] / sharp[2], full[2] / full[0], 1e-9);
+  EXPECT_THROW(attention_perplexity_weights(entropy, std::nan("")), audiokv::error);
   EXPECT_THROW(attention_perplexity_weights({1.0, -1.0}, 1.0), audiokv::error);
   EXPECT_THROW(attention_perplexity_weights({1.0, INFINITY}, 1.0), audiokv::error);
 }

@@ -49,7 +49,7 @@ namespace asr {
 ///    scores (every baseline) contributes 0 to the reduction: its heads' candidates then go
 ///    by position (lowest first) among the cells some head evicted.
 ///
-/// Head budgets from attention (options::entropy_budget_exponent > 0, offline protocol): the
+/// Head budgets from attention (options::entropy_budget_exponent not 0, offline protocol): the
 /// one-shot compression waits for the layer's last head, as a layer plan does; the layer's
 /// budget (the sum of its policies' budgets) is then split over its heads with
 /// audiokv::attention_perplexity_weights of each head's mean attention entropy over the
@@ -82,7 +82,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     plan_granularity granularity = plan_granularity::head;
     /// Per-layer plans: how a cell's scores over the heads reduce to one.
     audiokv::head_reduce head_rule = audiokv::head_reduce::max;
-    /// Offline protocol: > 0 splits each layer's budget over its heads at the one-shot
+    /// Offline protocol: not 0 splits each layer's budget over its heads at the one-shot
     /// compression by attention perplexity to this power (see the class comment); 0: each head
     /// keeps its policy's budget.
     double entropy_budget_exponent = 0.0;
@@ -161,7 +161,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     p.observe(s.probs, s.cache.n_kv);
     int& seen = observed_[idx(s.cache.layer, s.cache.head)];
     ++seen;
-    if (seen <= opt_.observe_steps && opt_.entropy_budget_exponent > 0.0) {
+    if (seen <= opt_.observe_steps && opt_.entropy_budget_exponent != 0.0) {
       audiokv::core::entropy_accumulator step_entropy;
       for (int j = 0; j < s.cache.n_kv; ++j) step_entropy.add(s.probs[j]);
       entropy_sum_[idx(s.cache.layer, s.cache.head)] += step_entropy.entropy();
@@ -169,7 +169,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     if (opt_.streaming) {
       return false;
     } else if (opt_.granularity == plan_granularity::layer ||
-               (opt_.entropy_budget_exponent > 0.0 && seen == opt_.observe_steps)) {
+               (opt_.entropy_budget_exponent != 0.0 && seen == opt_.observe_steps)) {
       if (s.cache.head == clip_.n_heads - 1) plan_layer(s.cache.layer);
       return false;
     } else if (seen == opt_.observe_steps) {
@@ -292,7 +292,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     std::vector<std::int32_t> budgets(static_cast<size_t>(heads));
     for (int h = 0; h < heads; ++h)
       budgets[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
-    if (opt_.entropy_budget_exponent <= 0.0) return budgets;
+    if (opt_.entropy_budget_exponent == 0.0) return budgets;
     std::int64_t total = 0;
     std::vector<double> mean_entropy(static_cast<size_t>(heads));
     for (int h = 0; h < heads; ++h) {

@@ -97,26 +97,27 @@ struct head_budget_allocator {
 
 /// Head weights from what each head attends: weight_h = exp(exponent * H_h) = P_h^exponent,
 /// where H_h is head h's mean attention entropy per decode step, in nats, and P_h = exp(H_h) the
-/// number of cells it reads at once (its attention perplexity). A head that spreads its
-/// attention over many cells loses mass with every evicted cell; one that reads a few cells at
-/// a time needs only the right ones. exponent 0 gives equal weights.
-/// @throws audiokv::error naming "exponent" unless finite and >= 0, or "mean_entropy" for a
-/// value that is not finite or below 0.
+/// number of cells it reads at once (its attention perplexity). exponent > 0 favours heads that
+/// spread their attention, exponent < 0 heads that read a few cells at a time; 0 gives equal
+/// weights.
+/// @throws audiokv::error naming "exponent" unless finite, or "mean_entropy" for a value that is
+/// not finite or below 0.
 inline std::vector<double> attention_perplexity_weights(const std::vector<double>& mean_entropy,
                                                         double exponent) {
   constexpr const char* where = "attention_perplexity_weights";
-  AUDIOKV_REQUIRE(std::isfinite(exponent) && exponent >= 0.0, where, "exponent", exponent,
-                  "must be finite and >= 0");
+  AUDIOKV_REQUIRE(std::isfinite(exponent), where, "exponent", exponent, "must be finite");
   std::vector<double> weight(mean_entropy.size());
-  // Relative to the smallest entropy, so that no weight overflows or vanishes.
-  double least = 0.0;
+  // Relative to the head the exponent weights least (weight 1), so that no weight underflows
+  // to 0 and the allocator's weights stay > 0.
+  double reference = 0.0;
   for (std::size_t h = 0; h < mean_entropy.size(); ++h) {
     AUDIOKV_REQUIRE(std::isfinite(mean_entropy[h]) && mean_entropy[h] >= 0.0, where, "mean_entropy",
                     mean_entropy[h], "must be finite and >= 0 (nats)");
-    least = h == 0 ? mean_entropy[h] : std::min(least, mean_entropy[h]);
+    const double e = mean_entropy[h];
+    reference = h == 0 ? e : (exponent >= 0.0 ? std::min(reference, e) : std::max(reference, e));
   }
   for (std::size_t h = 0; h < mean_entropy.size(); ++h)
-    weight[h] = std::exp(exponent * (mean_entropy[h] - least));
+    weight[h] = std::exp(exponent * (mean_entropy[h] - reference));
   return weight;
 }
 
