@@ -9,6 +9,10 @@
    --past-density 0.25 --past-decay-floor 0: one segment_ms floor over all time).
 2. --granularity layer and layer-mean run and keep the same fraction of cells as per head
    (every head ends at its budget).
+3. Head budgets from attention entropy (--head-budget-entropy G): a vanishing G splits every
+   layer equally and decodes the per-head tokens (waiting for the layer's last head changes
+   nothing else); G = -0.25 keeps the same cells in all (the layer's total is exact); the
+   streaming protocol refuses the option.
 The golden tokens hold for the numerics they were recorded with: when the full-cache tokens
 differ from the golden ones (another CPU's floating-point path), the check is skipped.
 
@@ -74,6 +78,28 @@ def main():
             print(f"{'ok' if ok else 'FAIL'}: --granularity {mode} audiokv@{r['keep_ratio']} keeps "
                   f"{r['final_kept_fraction']:.4f} of the cells (per head {want:.4f})")
             failures += 0 if ok else 1
+    # A vanishing exponent: the golden runs' tokens, every policy of the first golden run.
+    rows, err = run(args.binary, golden["args"][0] + ["--head-budget-entropy", "1e-9"])
+    ok = rows is not None and [r["tokens"] for r in rows] == [
+        r["tokens"] for r in golden["runs"][0]]
+    print(f"{'ok' if ok else 'FAIL'}: --head-budget-entropy 1e-9 decodes the per-head tokens "
+          f"{err}".rstrip())
+    failures += 0 if ok else 1
+    rows, err = run(args.binary, ["--policies", "audiokv", "--keep-ratios", "0.4,0.2",
+                                  "--head-budget-entropy", "-0.25"])
+    for r in rows or []:
+        want = head_kept[("audiokv", r["keep_ratio"])]
+        ok = r["tokens"] and abs(r["final_kept_fraction"] - want) < 1e-9
+        print(f"{'ok' if ok else 'FAIL'}: --head-budget-entropy -0.25 audiokv@{r['keep_ratio']} "
+              f"keeps {r['final_kept_fraction']:.4f} of the cells (per head {want:.4f})")
+        failures += 0 if ok else 1
+    if rows is None:
+        print(f"FAIL: --head-budget-entropy -0.25: {err}")
+        failures += 1
+    rows, err = run(args.binary, ["--protocol", "streaming", "--head-budget-entropy", "-0.25"])
+    ok = rows is None and "--head-budget-entropy splits the offline" in err
+    print(f"{'ok' if ok else 'FAIL'}: the streaming protocol refuses --head-budget-entropy")
+    failures += 0 if ok else 1
     rows, err = run(args.binary, ["--granularity", "layers"])
     ok = rows is None and "--granularity must be" in err
     print(f"{'ok' if ok else 'FAIL'}: an unknown --granularity is rejected")
