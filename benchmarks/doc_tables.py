@@ -117,8 +117,9 @@ def policies_of(by):
     return sorted(names, key=lambda p: (order.get(p.split("+")[0], len(order)), p))
 
 
-def quality_table(protocol, repetition_ratio):
-    """Every policy's dWER per set and retention (CI at 40 and 20%), best of a column in bold."""
+def quality_table(protocol, repetition_ratio, runaway_ratio=None):
+    """Every policy's dWER per set and retention (CI at 40 and 20%), best of a column in bold;
+    the repetition rate at repetition_ratio and, given runaway_ratio, the runaways there."""
     sweeps = [load_sweep(protocol, infix) for _, infix in SETS]
     policies = policies_of(sweeps[0])
     cols = [(s, x) for s in range(len(SETS)) for x in RATIOS]
@@ -132,8 +133,11 @@ def quality_table(protocol, repetition_ratio):
     best = {c: min(v[0] for (p, s, x), v in values.items() if (s, x) == c and p != ORACLE)
             for c in cols}
     head = " | ".join(f"{SETS[s][0]} {int(100 * x)}%" for s, x in cols)
-    lines = [f"| policy | {head} | repetition at {int(100 * repetition_ratio)}% (A / v) |",
-             "|---" * (len(cols) + 2) + "|"]
+    tail = f" repetition at {int(100 * repetition_ratio)}% (A / v) |"
+    if runaway_ratio is not None:
+        tail += f" runaways at {int(100 * runaway_ratio)}% (A / v) |"
+    lines = [f"| policy | {head} |" + tail,
+             "|---" * (len(cols) + 2 + (runaway_ratio is not None)) + "|"]
     for p in policies:
         cells = []
         for s, x in cols:
@@ -151,7 +155,12 @@ def quality_table(protocol, repetition_ratio):
             reps.append(f"{100 * sum(r['repetition'] for r in rows.values()) / len(rows):.1f}%"
                         if rows else "—")
         label = f"{p} (ceiling)" if p == ORACLE else p
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {' / '.join(reps)} |")
+        line = f"| {label} | " + " | ".join(cells) + f" | {' / '.join(reps)} |"
+        if runaway_ratio is not None:
+            counts = [sweep.get((p, runaway_ratio)) for sweep in sweeps]
+            line += " " + " / ".join(str(sum(r["runaway"] for r in rows.values())) if rows else "—"
+                                     for rows in counts) + " |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -213,10 +222,16 @@ def base_table(protocol):
     """Whisper base: AudioKV, the stride and the oracle per set and retention, the paired AudioKV
     minus stride, and runaways (quality[_streaming]_base.jsonl, ..._voices_base.jsonl). In
     streaming, a line first gives the reference's WER against the offline true model's."""
-    lines = ["| test set | kept | AudioKV | uniform stride | oracle (ceiling) "
-             "| AudioKV − stride (95% CI); clips better–worse | runaways (AudioKV / stride / oracle) |",
-             "|---|---|---|---|---|---|---|"]
     sets = (("Asterisk", "_base"), ("voices", "_voices_base"))
+    # Engine options measured beside the defaults (offline: the head budgets from entropy).
+    options = [p for p in BASE_OPTIONS
+               if all((p, RATIOS[0]) in load_sweep(protocol, infix) for _, infix in sets)]
+    policies = ["audiokv"] + options + ["uniform_stride", ORACLE]
+    names = ["AudioKV"] + [f"AudioKV{p[len('audiokv'):]}" for p in options]
+    lines = ["| test set | kept | " + " | ".join(names) + " | uniform stride | oracle (ceiling) "
+             "| AudioKV − stride (95% CI); clips better–worse | runaways (" + " / ".join(names)
+             + " / stride / oracle) |",
+             "|---" * (7 + len(options)) + "|"]
     if protocol == "streaming":
         gaps = []
         for name, infix in sets:
@@ -232,17 +247,20 @@ def base_table(protocol):
         n = len(full_run(by))
         for x in RATIOS:
             cells = []
-            for p in ("audiokv", "uniform_stride", ORACLE):
+            for p in policies:
                 d, lo, hi = delta_of(protocol, infix, p, x)
                 cells.append(f"{d:+.2f} {ci(lo, hi)}" if x != RATIOS[-1] else f"{d:+.2f}")
             d, lo, hi, better, worse = paired_of(protocol, infix, "audiokv", "uniform_stride", x)
             diff = f"{d:+.2f} {ci(lo, hi)}"
             runaways = " / ".join(str(sum(r["runaway"] for r in by[(p, x)].values()))
-                                  for p in ("audiokv", "uniform_stride", ORACLE))
+                                  for p in policies)
             lines.append(f"| {name} ({n} clips) | {int(100 * x)}% | " + " | ".join(cells) + " | "
                          + (f"**{diff}**" if lo > 0 or hi < 0 else diff)
                          + f"; {better}–{worse} | {runaways} |")
     return "\n".join(lines)
+
+
+BASE_OPTIONS = ["audiokv+he-0.25"]
 
 
 # The baselines a user could deploy: not AudioKV, not the stride, not a ceiling that reads the
@@ -447,9 +465,9 @@ REGIONS = {
     "streaming_vs_stride": lambda: versus_stride_table("streaming", ["audiokv"]),
     "streaming_ablation": lambda: ablation_table("streaming"),
     "offline_reference": lambda: reference_line("offline"),
-    "offline_quality": lambda: quality_table("offline", 0.2),
+    "offline_quality": lambda: quality_table("offline", 0.2, 0.1),
     "offline_vs_stride": lambda: versus_stride_table(
-        "offline", ["audiokv", "audiokv+merge", "audiokv+merge+hb0.5"]),
+        "offline", ["audiokv", "audiokv+merge", "audiokv+merge+hb0.5", "audiokv+he-0.25"]),
     "offline_ablation": lambda: ablation_table("offline"),
     "base_offline": lambda: base_table("offline"),
     "base_streaming": lambda: base_table("streaming"),

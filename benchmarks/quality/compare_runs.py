@@ -15,6 +15,8 @@ Each sweep's own summary (run_quality.py) has the cost columns.
 Usage:
   compare_runs.py --cell "base menus=DEFAULT.jsonl:OTHER.jsonl" [--cell ...] \\
       --names default,la3 [--md OUT.md]
+  compare_runs.py --cell "Asterisk=quality.jsonl:quality.jsonl" --pair audiokv:audiokv+he-0.25 \\
+      --names defaults,he-0.25
 """
 import argparse
 import json
@@ -54,12 +56,22 @@ def compare(base, other):
             high, better, worse, len(clips))
 
 
-def table(cells, names):
+def paired_policies(base, other, pair):
+    """base's rows of policy pair[0] and other's of pair[1], keyed by pair[0] (both may come
+    from one sweep: a policy against another on the same clips)."""
+    first, second = pair
+    return ({k: v for k, v in base.items() if k[0] == first},
+            {(first, k[1]): v for k, v in other.items() if k[0] == second})
+
+
+def table(cells, names, pair=None):
     head = (f"| cell | policy | retention | clips | WER {names[0]} | WER {names[1]} | "
             f"{names[1]} - {names[0]} (95% CI) | better-worse |\n|---|---|---|---|---|---|---|---|\n")
     lines = []
     for label, (base_path, other_path) in cells:
         base, other = load(base_path), load(other_path)
+        if pair:
+            base, other = paired_policies(base, other, pair)
         keys = sorted(set(base) & set(other), key=lambda k: (k[0] != "full", k[0], -k[1]))
         policies = []
         for policy, retention in keys:
@@ -86,13 +98,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--cell", action="append", required=True, help="LABEL=BASE.jsonl:OTHER.jsonl")
     ap.add_argument("--names", default="base,other", help="the two sweeps' names, base first")
+    ap.add_argument("--pair", help="BASE_POLICY:OTHER_POLICY: compare the first sweep's rows of "
+                                   "one policy with the second's of another (the files may be "
+                                   "the same)")
     ap.add_argument("--md", help="also write the table here")
     args = ap.parse_args()
     cells = []
     for cell in args.cell:
         label, paths = cell.split("=", 1)
         cells.append((label, tuple(paths.split(":", 1))))
-    text = table(cells, args.names.split(","))
+    text = table(cells, args.names.split(","), args.pair.split(":", 1) if args.pair else None)
     if args.md:
         with open(args.md, "w") as f:
             f.write(text)
