@@ -2,12 +2,11 @@
 #pragma once
 
 #include <algorithm>
-#include <audiokv/core/entropy.hpp>
 #include <audiokv/policy/audiokv/tiered_cache.hpp>
-#include <audiokv/policy/baselines/head_budget_allocator.hpp>
 #include <audiokv/policy/baselines/knorm.hpp>
 #include <audiokv/policy/eviction_policy.hpp>
 #include <audiokv/policy/speech/attention_mass.hpp>
+#include <audiokv/pool/entropy_head_budgets.hpp>
 #include <audiokv/pool/layer_plan.hpp>
 #include <cmath>
 #include <functional>
@@ -53,9 +52,9 @@ namespace asr {
 /// one-shot compression waits for the layer's last head, as a layer plan does; the layer's
 /// budget (the sum of its policies' budgets) is then split over its heads with
 /// audiokv::attention_perplexity_weights of each head's mean attention entropy over the
-/// observed steps, and each head plans down to its share (plan_to) on its own (with layer
-/// granularity, the plans are then shared as above). Later triggers (follow_trigger) plan to
-/// each policy's own budget.
+/// observed steps (audiokv::entropy_head_budgets), and each head plans down to its share (plan_to)
+/// on its own (with layer granularity, the plans are then shared as above). Later triggers
+/// (follow_trigger) plan to each policy's own budget.
 class audiokv_policy_hook final : public kv_eviction_hook {
  public:
   /// Makes the policy of one (layer, head) for a clip; the budget is the policy's business
@@ -101,7 +100,12 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     policies_.clear();
     policies_.resize(static_cast<size_t>(clip.n_layers) * clip.n_heads);
     observed_.assign(policies_.size(), 0);
-    entropy_sum_.assign(policies_.size(), 0.0);
+    layer_entropy_.clear();
+    if (opt_.entropy_budget_exponent != 0.0) {
+      layer_entropy_.assign(
+          static_cast<size_t>(clip.n_layers),
+          audiokv::entropy_head_budgets(clip.n_heads, opt_.entropy_budget_exponent));
+    }
     is_alignment_.assign(policies_.size(), 0);
     mass_.clear();
     if (opt_.mass_bias) mass_.assign(policies_.size(), audiokv::attention_mass(clip.n_frames));
@@ -161,10 +165,9 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     p.observe(s.probs, s.cache.n_kv);
     int& seen = observed_[idx(s.cache.layer, s.cache.head)];
     ++seen;
-    if (seen <= opt_.observe_steps && opt_.entropy_budget_exponent != 0.0) {
-      audiokv::core::entropy_accumulator step_entropy;
-      for (int j = 0; j < s.cache.n_kv; ++j) step_entropy.add(s.probs[j]);
-      entropy_sum_[idx(s.cache.layer, s.cache.head)] += step_entropy.entropy();
+    if (seen <= opt_.observe_steps && !layer_entropy_.empty()) {
+      layer_entropy_[static_cast<size_t>(s.cache.layer)].observe(
+          s.cache.head, audiokv::span<const float>(s.probs, static_cast<size_t>(s.cache.n_kv)));
     }
     if (opt_.streaming) {
       return false;
@@ -292,17 +295,10 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     std::vector<std::int32_t> budgets(static_cast<size_t>(heads));
     for (int h = 0; h < heads; ++h)
       budgets[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
-    if (opt_.entropy_budget_exponent == 0.0) return budgets;
+    if (layer_entropy_.empty()) return budgets;
     std::int64_t total = 0;
-    std::vector<double> mean_entropy(static_cast<size_t>(heads));
-    for (int h = 0; h < heads; ++h) {
-      total += budgets[static_cast<size_t>(h)];
-      mean_entropy[static_cast<size_t>(h)] = entropy_sum_[idx(layer, h)] / opt_.observe_steps;
-    }
-    audiokv::head_budget_allocator split;
-    split.floor_cells = 1;
-    return split.allocate_weighted(
-        total, audiokv::attention_perplexity_weights(mean_entropy, opt_.entropy_budget_exponent));
+    for (const std::int32_t b : budgets) total += b;
+    return layer_entropy_[static_cast<size_t>(layer)].split(total, 1);
   }
 
   /// Rewrites the layer's plans into one keep-set (audiokv::share_layer_plan).
@@ -342,8 +338,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   clip_context clip_;
   std::vector<std::unique_ptr<audiokv::eviction_policy>> policies_;
   std::vector<int> observed_;
-  std::vector<double>
-      entropy_sum_;  // [layers * heads] attention entropy (nats) over observed steps
+  std::vector<audiokv::entropy_head_budgets> layer_entropy_;  // [layers] with entropy budgets
   std::vector<audiokv::attention_mass> mass_;  // [layers * heads] with options::mass_bias
   std::vector<uint8_t> is_alignment_;          // [layers * heads] 1 for the model's alignment heads
   std::vector<int32_t> step_peaks_;            // this step's alignment-head peak positions
