@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Paired comparison of two run_quality.py sweeps of the same clips (e.g. two protocols).
+"""Paired comparison of two run_quality.py (or run_variants.py) sweeps of the same clips.
 
 For every (policy, retention) both sweeps hold, and for each policy summed over its retentions:
 
@@ -28,12 +28,15 @@ import check_reference  # noqa: E402  (corpus WER, paired bootstrap)
 
 
 def load(path):
-    """(policy, retention) -> clip -> row, result rows only."""
+    """(policy, retention) -> clip -> row, result rows only. Rows of run_variants.py (a
+    "variant" instead of a "policy", several sets in one file) key their clips by set."""
     cells = {}
     with open(path) as f:
         for row in map(json.loads, f):
             if "error" not in row:
-                cells.setdefault((row["policy"], row["retention"]), {})[row["clip"]] = row
+                policy = row.get("policy", row.get("variant"))
+                clip = (row["set"], row["clip"]) if "set" in row else row["clip"]
+                cells.setdefault((policy, row["retention"]), {})[clip] = row
     return cells
 
 
