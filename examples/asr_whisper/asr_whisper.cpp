@@ -152,10 +152,10 @@ void usage(std::ostream& os) {
         "                   for them, weighted by cells (implies --mass-bias 1; dense cache only)\n"
         "  --head-budget W  split each layer's budget over its heads with the model's alignment\n"
         "                   heads weighted W (head_budget_allocator; default: equal budgets)\n"
-        "  --head-budget-entropy G  offline protocol: at the one-shot compression, split each\n"
-        "                   layer's budget over its heads by their attention perplexity over the\n"
-        "                   observed steps to the power G (attention_perplexity_weights; G < 0\n"
-        "                   favours sharp heads; 0: off)\n"
+        "  --head-budget-entropy G  split each layer's budget over its heads by their attention\n"
+        "                   perplexity over the observed steps to the power G\n"
+        "                   (entropy_head_budgets; G < 0 favours sharp heads; 0: off): offline at\n"
+        "                   the one-shot compression, streaming afresh at every reveal\n"
         "  --granularity head|layer|layer-mean  offline protocol: head (default) plans\n"
         "                  every (layer, head) on its own; layer plans a layer's heads together\n"
         "                  and applies one keep-set to all (audiokv::share_layer_plan: a cell's\n"
@@ -585,11 +585,6 @@ int run(int argc, char** argv) {
     throw asr_error(
         "--merge rewrites the dense rows; it cannot be combined with --share-rows or "
         "--int8-buffer");
-  }
-  if (o.entropy_exponent != 0.0 && o.streaming) {
-    throw asr_error(
-        "--head-budget-entropy splits the offline one-shot compression's budget; "
-        "the streaming protocol plans every head to its own budget");
   }
 
   // Inputs are resolved before the (slow) model load so bad paths fail fast.

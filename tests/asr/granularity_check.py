@@ -11,8 +11,8 @@
    (every head ends at its budget).
 3. Head budgets from attention entropy (--head-budget-entropy G): a vanishing G splits every
    layer equally and decodes the per-head tokens (waiting for the layer's last head changes
-   nothing else); G = -0.25 keeps the same cells in all (the layer's total is exact); the
-   streaming protocol refuses the option.
+   nothing else); G = -0.25 keeps the same cells in all (the layer's total is exact), and
+   under the streaming protocol holds the same peak K/V.
 The golden tokens hold for the numerics they were recorded with: when the full-cache tokens
 differ from the golden ones (another CPU's floating-point path), the check is skipped.
 
@@ -96,9 +96,19 @@ def main():
     if rows is None:
         print(f"FAIL: --head-budget-entropy -0.25: {err}")
         failures += 1
-    rows, err = run(args.binary, ["--protocol", "streaming", "--head-budget-entropy", "-0.25"])
-    ok = rows is None and "--head-budget-entropy splits the offline" in err
-    print(f"{'ok' if ok else 'FAIL'}: the streaming protocol refuses --head-budget-entropy")
+    # Streaming: the layer's split at every reveal holds the same cells at the peak.
+    streaming = {}
+    for extra in ([], ["--head-budget-entropy", "-0.25"]):
+        rows, err = run(args.binary, ["--protocol", "streaming", "--policies", "audiokv",
+                                      "--keep-ratios", "0.2"] + extra)
+        streaming[bool(extra)] = rows[0] if rows else None
+        if rows is None:
+            print(f"FAIL: streaming {' '.join(extra)}: {err}")
+    ok = (streaming[False] is not None and streaming[True] is not None
+          and streaming[True]["tokens"]
+          and streaming[True]["peak_kv_bytes"] == streaming[False]["peak_kv_bytes"])
+    print(f"{'ok' if ok else 'FAIL'}: streaming with --head-budget-entropy -0.25 holds the "
+          "same peak K/V as per-head budgets")
     failures += 0 if ok else 1
     rows, err = run(args.binary, ["--granularity", "layers"])
     ok = rows is None and "--granularity must be" in err

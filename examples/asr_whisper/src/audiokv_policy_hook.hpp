@@ -48,13 +48,15 @@ namespace asr {
 ///    scores (every baseline) contributes 0 to the reduction: its heads' candidates then go
 ///    by position (lowest first) among the cells some head evicted.
 ///
-/// Head budgets from attention (options::entropy_budget_exponent not 0, offline protocol): the
+/// Head budgets from attention (options::entropy_budget_exponent not 0). Offline: the
 /// one-shot compression waits for the layer's last head, as a layer plan does; the layer's
 /// budget (the sum of its policies' budgets) is then split over its heads with
 /// audiokv::attention_perplexity_weights of each head's mean attention entropy over the
 /// observed steps (audiokv::entropy_head_budgets), and each head plans down to its share (plan_to)
 /// on its own (with layer granularity, the plans are then shared as above). Later triggers
-/// (follow_trigger) plan to each policy's own budget.
+/// (follow_trigger) plan to each policy's own budget. Streaming: at every reveal, each layer's
+/// budget is split afresh by the heads' mean entropy over every step observed so far, and each
+/// head makes room down to its share.
 class audiokv_policy_hook final : public kv_eviction_hook {
  public:
   /// Makes the policy of one (layer, head) for a clip; the budget is the policy's business
@@ -81,9 +83,8 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     plan_granularity granularity = plan_granularity::head;
     /// Per-layer plans: how a cell's scores over the heads reduce to one.
     audiokv::head_reduce head_rule = audiokv::head_reduce::max;
-    /// Offline protocol: not 0 splits each layer's budget over its heads at the one-shot
-    /// compression by attention perplexity to this power (see the class comment); 0: each head
-    /// keeps its policy's budget.
+    /// Not 0: each layer's budget is split over its heads by attention perplexity to this
+    /// power (see the class comment); 0: each head keeps its policy's budget.
     double entropy_budget_exponent = 0.0;
   };
 
@@ -101,6 +102,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     policies_.resize(static_cast<size_t>(clip.n_layers) * clip.n_heads);
     observed_.assign(policies_.size(), 0);
     layer_entropy_.clear();
+    reveal_shares_.assign(static_cast<size_t>(clip.n_layers), {});
     if (opt_.entropy_budget_exponent != 0.0) {
       layer_entropy_.assign(
           static_cast<size_t>(clip.n_layers),
@@ -136,9 +138,11 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   void on_head_start(const head_view& v) override { append_cells(v, 0, v.n_kv); }
 
   bool on_reveal(const head_view& v, int incoming, std::vector<int32_t>& move_to) override {
+    if (!opt_.streaming) return false;
     audiokv::eviction_policy& p = *policies_[idx(v.layer, v.head)];
-    if (!opt_.streaming || p.num_cells() + incoming <= p.budget()) return false;
-    p.plan_to(std::max(1, p.budget() - incoming), plan_);
+    const int budget = streaming_budget(v.layer, v.head);
+    if (p.num_cells() + incoming <= budget) return false;
+    p.plan_to(std::max(1, budget - incoming), plan_);
     if (plan_.empty()) return false;
     moved_head_ = -1;
     move_to = plan_.move_to;
@@ -165,7 +169,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     p.observe(s.probs, s.cache.n_kv);
     int& seen = observed_[idx(s.cache.layer, s.cache.head)];
     ++seen;
-    if (seen <= opt_.observe_steps && !layer_entropy_.empty()) {
+    if ((opt_.streaming || seen <= opt_.observe_steps) && !layer_entropy_.empty()) {
       layer_entropy_[static_cast<size_t>(s.cache.layer)].observe(
           s.cache.head, audiokv::span<const float>(s.probs, static_cast<size_t>(s.cache.n_kv)));
     }
@@ -301,6 +305,27 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     return layer_entropy_[static_cast<size_t>(layer)].split(total, 1);
   }
 
+  /// Streaming: the budget of (layer, head) for this reveal. With entropy budgets, the layer's
+  /// split is made afresh at its head 0 (the reveal visits a layer's heads in order) from every
+  /// step observed so far; before the first step, each policy's own budget.
+  int streaming_budget(int layer, int head) {
+    if (layer_entropy_.empty()) return policies_[idx(layer, head)]->budget();
+    std::vector<std::int32_t>& share = reveal_shares_[static_cast<size_t>(layer)];
+    if (head == 0) {
+      const audiokv::entropy_head_budgets& seen = layer_entropy_[static_cast<size_t>(layer)];
+      bool observed = true;
+      for (int h = 0; h < clip_.n_heads; ++h) observed = observed && seen.steps(h) > 0;
+      share.resize(static_cast<size_t>(clip_.n_heads));
+      if (observed) {
+        share = layer_budgets(layer);
+      } else {
+        for (int h = 0; h < clip_.n_heads; ++h)
+          share[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
+      }
+    }
+    return share[static_cast<size_t>(head)];
+  }
+
   /// Rewrites the layer's plans into one keep-set (audiokv::share_layer_plan).
   void share_plans(int layer) {
     audiokv::share_layer_plan(
@@ -339,6 +364,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   std::vector<std::unique_ptr<audiokv::eviction_policy>> policies_;
   std::vector<int> observed_;
   std::vector<audiokv::entropy_head_budgets> layer_entropy_;  // [layers] with entropy budgets
+  std::vector<std::vector<std::int32_t>> reveal_shares_;      // [layers][heads] this reveal's
   std::vector<audiokv::attention_mass> mass_;  // [layers * heads] with options::mass_bias
   std::vector<uint8_t> is_alignment_;          // [layers * heads] 1 for the model's alignment heads
   std::vector<int32_t> step_peaks_;            // this step's alignment-head peak positions
