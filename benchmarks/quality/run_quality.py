@@ -40,8 +40,8 @@ NAME+layer (asr_whisper --granularity layer) plans a layer's heads together, one
 layer; NAME+layer-mean reduces the heads' scores by their mean instead of their max. Suffixes
 combine (audiokv+layer+merge). NAME+hbW (asr_whisper --head-budget W) splits each layer's budget
 over its heads with the model's alignment heads weighted W (head_budget_allocator); NAME+heG
-(--head-budget-entropy G, offline) by each head's attention perplexity over the observed steps
-to the power G (attention_perplexity_weights; G < 0 favours the heads that read few cells).
+(--head-budget-entropy G) by each head's attention perplexity over the observed steps to the
+power G (entropy_head_budgets; G < 0 favours the heads that read few cells).
 
 Writes, under --out (default benchmarks/results), with PREFIX quality (test split of the
 Asterisk set), quality_dev, quality_<set> or quality_<set>_dev:
