@@ -69,7 +69,7 @@ def paired_policies(base, other, pair):
 
 def table(cells, names, pair=None):
     head = (f"| cell | policy | retention | clips | WER {names[0]} | WER {names[1]} | "
-            f"{names[1]} - {names[0]} (95% CI) | better-worse |\n|---|---|---|---|---|---|---|---|\n")
+            f"{names[1]} - {names[0]} (95% CI) | better-worse |\n" + "|---" * 8 + "|\n")
     lines = []
     for label, (base_path, other_path) in cells:
         base, other = load(base_path), load(other_path)
