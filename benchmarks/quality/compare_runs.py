@@ -10,6 +10,8 @@ For every (policy, retention) both sweeps hold, and for each policy summed over 
                 (2000 resamples, seed 7, as check_reference.py); "summed" adds the retentions' word
                 errors per clip, so its difference is the sum of the retentions' differences
   better-worse = clips with fewer / more word errors under "other"
+  runaways    = clips whose output has more than 1.5x the reference's words, each side; the
+                clips only one side runs away on, and the exact two-sided McNemar p of those
 Each sweep's own summary (run_quality.py) has the cost columns.
 
 Usage:
@@ -20,6 +22,7 @@ Usage:
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -47,8 +50,29 @@ def summed(cells, keys):
                 "ref_words": cells[keys[0]][c]["ref_words"]} for c in clips}
 
 
+def mcnemar(only_base, only_other):
+    """Exact two-sided McNemar p: P(a split at least this uneven of the discordant clips)."""
+    n, k = only_base + only_other, min(only_base, only_other)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2.0 * sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n)
+
+
+def runaways(base, other, clips):
+    """(runaways of base, of other, clips only base / only other runs away on, McNemar p); None
+    for rows without a runaway flag (summed rows)."""
+    if not all("runaway" in base[c] and "runaway" in other[c] for c in clips):
+        return None
+    only_base = sum(bool(base[c]["runaway"]) and not other[c]["runaway"] for c in clips)
+    only_other = sum(bool(other[c]["runaway"]) and not base[c]["runaway"] for c in clips)
+    return (sum(bool(base[c]["runaway"]) for c in clips),
+            sum(bool(other[c]["runaway"]) for c in clips), only_base, only_other,
+            mcnemar(only_base, only_other))
+
+
 def compare(base, other):
-    """WER of each side, the paired difference and its interval, clips better / worse."""
+    """WER of each side, the paired difference and its interval, clips better / worse, clip
+    count, runaways (see runaways())."""
     clips = sorted(set(base) & set(other))
     base = {c: base[c] for c in clips}
     other = {c: other[c] for c in clips}
@@ -56,7 +80,7 @@ def compare(base, other):
     better = sum(other[c]["word_errors"] < base[c]["word_errors"] for c in clips)
     worse = sum(other[c]["word_errors"] > base[c]["word_errors"] for c in clips)
     return (check_reference.corpus(base.values()), check_reference.corpus(other.values()), d, low,
-            high, better, worse, len(clips))
+            high, better, worse, len(clips), runaways(base, other, clips))
 
 
 def paired_policies(base, other, pair):
@@ -69,7 +93,8 @@ def paired_policies(base, other, pair):
 
 def table(cells, names, pair=None):
     head = (f"| cell | policy | retention | clips | WER {names[0]} | WER {names[1]} | "
-            f"{names[1]} - {names[0]} (95% CI) | better-worse |\n" + "|---" * 8 + "|\n")
+            f"{names[1]} - {names[0]} (95% CI) | better-worse | runaways {names[0]} / "
+            f"{names[1]} (only one side's; McNemar p) |\n" + "|---" * 9 + "|\n")
     lines = []
     for label, (base_path, other_path) in cells:
         base, other = load(base_path), load(other_path)
@@ -91,10 +116,11 @@ def table(cells, names, pair=None):
 
 
 def row(label, policy, retention, stats):
-    wer_a, wer_b, d, low, high, better, worse, n = stats
+    wer_a, wer_b, d, low, high, better, worse, n, ran = stats
     mark = "**" if low > 0 or high < 0 else ""
+    ran_text = f"{ran[0]} / {ran[1]} ({ran[2]}-{ran[3]}; p {ran[4]:.2g})" if ran else "—"
     return (f"| {label} | {policy} | {retention} | {n} | {wer_a:.2f} | {wer_b:.2f} | "
-            f"{mark}{d:+.2f} ({low:+.2f} to {high:+.2f}){mark} | {better}-{worse} |")
+            f"{mark}{d:+.2f} ({low:+.2f} to {high:+.2f}){mark} | {better}-{worse} | {ran_text} |")
 
 
 def main():

@@ -7,7 +7,8 @@ its bootstrap interval) on rows built here:
    so the interval is the point (+10.00 on clips of 10 words);
 3. clips that only one side has are left out of the pairing;
 4. compare_runs.py's row summed over retentions differs by the sum of the retentions'
-   differences, and counts a clip better or worse by its summed errors.
+   differences, and counts a clip better or worse by its summed errors; its exact McNemar p
+   of the clips only one side runs away on.
 Exit: 0 pass, 1 fail."""
 import os
 import sys
@@ -37,7 +38,11 @@ def main():
     stats = compare_runs.compare(compare_runs.summed(base, keys), compare_runs.summed(other, keys))
     checks += [
         ("{:+.2f}".format(stats[2]), "{:+.2f}".format(2.5 - 5.0)),  # +1 and -2 errors, 40 words
-        (stats[5:], (1, 1, 4)),  # c1 better, c0 worse, 4 clips
+        (stats[5:8], (1, 1, 4)),  # c1 better, c0 worse, 4 clips
+        (stats[8], None),  # summed rows carry no runaway flag
+        ("{:.3g}".format(compare_runs.mcnemar(0, 13)), "0.000244"),  # 2 / 2^13
+        ("{:.3g}".format(compare_runs.mcnemar(11, 2)), "0.0225"),  # 2 (1 + 13 + 78) / 2^13
+        (compare_runs.mcnemar(0, 0), 1.0),
     ]
     failures = [f"got {got!r}, expected {want!r}" for got, want in checks if got != want]
     for f in failures:
