@@ -218,12 +218,15 @@ def ablation_table(protocol, ratio=0.2):
     return "\n".join(lines)
 
 
+# Engine options the Whisper base tables show beside the defaults, where a sweep has them.
+BASE_OPTIONS = ["audiokv+he-0.25"]
+
+
 def base_table(protocol):
     """Whisper base: AudioKV, the stride and the oracle per set and retention, the paired AudioKV
     minus stride, and runaways (quality[_streaming]_base.jsonl, ..._voices_base.jsonl). In
     streaming, a line first gives the reference's WER against the offline true model's."""
     sets = (("Asterisk", "_base"), ("voices", "_voices_base"))
-    # Engine options measured beside the defaults (offline: the head budgets from entropy).
     options = [p for p in BASE_OPTIONS
                if all((p, RATIOS[0]) in load_sweep(protocol, infix) for _, infix in sets)]
     policies = ["audiokv"] + options + ["uniform_stride", ORACLE]
@@ -258,9 +261,6 @@ def base_table(protocol):
                          + (f"**{diff}**" if lo > 0 or hi < 0 else diff)
                          + f"; {better}–{worse} | {runaways} |")
     return "\n".join(lines)
-
-
-BASE_OPTIONS = ["audiokv+he-0.25"]
 
 
 # The baselines a user could deploy: not AudioKV, not the stride, not a ceiling that reads the

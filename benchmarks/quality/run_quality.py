@@ -219,9 +219,9 @@ def spoken_numbers_to_digits(words):
             reader.flush(out)
             if reader.add(v):
                 continue
-        nxt = NUMBER_WORDS.get(words[i + 1], -1) if i + 1 < len(words) else -1
-        if w == "and" and reader.after_scale and 0 <= nxt < 100:
-            continue
+        if w == "and" and reader.after_scale and i + 1 < len(words):
+            if 0 <= NUMBER_WORDS.get(words[i + 1], -1) < 100:
+                continue
         reader.flush(out)
         out.append(w)
     reader.flush(out)

@@ -64,6 +64,7 @@ TEST(EntropyHeadBudgets, BadCallsNameTheArgumentAndChangeNothing) {
   }
   EXPECT_EQ(budgets.steps(0), 1);
   EXPECT_EQ(budgets.steps(1), 0);
+  EXPECT_FALSE(budgets.all_observed());
   try {
     (void)budgets.split(100);  // head 1 observed nothing
     ADD_FAILURE() << "a split with an unobserved head was accepted";
@@ -71,8 +72,10 @@ TEST(EntropyHeadBudgets, BadCallsNameTheArgumentAndChangeNothing) {
     EXPECT_NE(std::string(e.what()).find("steps"), std::string::npos) << e.what();
   }
   budgets.observe(1, span<const float>(p.data(), p.size()));
+  EXPECT_TRUE(budgets.all_observed());
   EXPECT_THROW((void)budgets.split(1, 1), audiokv::error);  // below one cell per head
   budgets.reset();
+  EXPECT_FALSE(budgets.all_observed());
   EXPECT_EQ(budgets.steps(0), 0);
   EXPECT_THROW((void)budgets.mean_entropy(), audiokv::error);
 }

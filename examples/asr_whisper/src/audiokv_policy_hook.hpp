@@ -176,7 +176,7 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     if (opt_.streaming) {
       return false;
     } else if (opt_.granularity == plan_granularity::layer ||
-               (opt_.entropy_budget_exponent != 0.0 && seen == opt_.observe_steps)) {
+               (!layer_entropy_.empty() && seen == opt_.observe_steps)) {
       if (s.cache.head == clip_.n_heads - 1) plan_layer(s.cache.layer);
       return false;
     } else if (seen == opt_.observe_steps) {
@@ -292,14 +292,16 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     }
   }
 
-  /// The one-shot compression's budget of each head of `layer`: its policy's budget, or with
-  /// entropy budgets the layer's total split by attention perplexity (floor 1 cell per head).
+  /// The budget of each head of `layer`: its policy's budget, or with entropy budgets, once
+  /// every head has observed a step, the layer's total split by attention perplexity (floor 1
+  /// cell per head).
   std::vector<std::int32_t> layer_budgets(int layer) const {
     const int heads = clip_.n_heads;
     std::vector<std::int32_t> budgets(static_cast<size_t>(heads));
     for (int h = 0; h < heads; ++h)
       budgets[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
-    if (layer_entropy_.empty()) return budgets;
+    if (layer_entropy_.empty() || !layer_entropy_[static_cast<size_t>(layer)].all_observed())
+      return budgets;
     std::int64_t total = 0;
     for (const std::int32_t b : budgets) total += b;
     return layer_entropy_[static_cast<size_t>(layer)].split(total, 1);
@@ -307,22 +309,11 @@ class audiokv_policy_hook final : public kv_eviction_hook {
 
   /// Streaming: the budget of (layer, head) for this reveal. With entropy budgets, the layer's
   /// split is made afresh at its head 0 (the reveal visits a layer's heads in order) from every
-  /// step observed so far; before the first step, each policy's own budget.
+  /// step observed so far.
   int streaming_budget(int layer, int head) {
     if (layer_entropy_.empty()) return policies_[idx(layer, head)]->budget();
     std::vector<std::int32_t>& share = reveal_shares_[static_cast<size_t>(layer)];
-    if (head == 0) {
-      const audiokv::entropy_head_budgets& seen = layer_entropy_[static_cast<size_t>(layer)];
-      bool observed = true;
-      for (int h = 0; h < clip_.n_heads; ++h) observed = observed && seen.steps(h) > 0;
-      share.resize(static_cast<size_t>(clip_.n_heads));
-      if (observed) {
-        share = layer_budgets(layer);
-      } else {
-        for (int h = 0; h < clip_.n_heads; ++h)
-          share[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
-      }
-    }
+    if (head == 0) share = layer_budgets(layer);
     return share[static_cast<size_t>(head)];
   }
 

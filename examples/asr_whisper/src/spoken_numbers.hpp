@@ -32,8 +32,10 @@ struct spoken_numbers {
         r.flush(out);
         if (r.add(v)) continue;
       }
-      const std::int64_t next = i + 1 < words.size() ? value_of(words[i + 1]) : -1;
-      if (w == "and" && r.after_scale && next >= 0 && next < 100) continue;
+      if (w == "and" && r.after_scale && i + 1 < words.size()) {
+        const std::int64_t next = value_of(words[i + 1]);
+        if (next >= 0 && next < 100) continue;
+      }
       r.flush(out);
       out.push_back(w);
     }

@@ -53,6 +53,13 @@ class entropy_head_budgets {
     return steps_[static_cast<std::size_t>(head)];
   }
 
+  /// True when every head has observed at least one step (split() needs it).
+  bool all_observed() const noexcept {
+    for (const std::int32_t n : steps_)
+      if (n == 0) return false;
+    return true;
+  }
+
   /// One decode step of head `head`: its attention probabilities over its cells (negative
   /// values count as 0; the row need not sum to 1).
   /// @throws audiokv::error naming "head" when out of range; nothing changes then.
