@@ -26,6 +26,7 @@
 #include "policy/stages/smoothing_pipeline.hpp"
 #include "policy/stages/spectral_stage.hpp"
 #include "pool/sequence_batch.hpp"
+#include "pool/tiered_layer.hpp"
 #include "registry.hpp"
 #include "types/eviction_plan.hpp"
 #include "types/frame.hpp"

@@ -9,9 +9,11 @@
 ///
 /// exponent < 0 favours the heads that read few cells at a step (a Whisper decoder's alignment
 /// heads among them). -0.25 was chosen on Whisper tiny.en's dev clips, offline protocol, and
-/// confirmed on fresh ones (benchmarks/results/quality_dev_head_entropy.md); exponent > 0 ran
-/// away there. An engine observes every head of a layer at each step, then plans each head down
-/// to its share (eviction_policy::plan_to) once, when it compresses.
+/// confirmed on fresh ones; -0.5 then replaced it on clips neither had seen (fewer word errors
+/// and runaways at 10%, the same at 20% and 40%; benchmarks/results/quality_dev_head_entropy.md).
+/// exponent > 0 ran away there. An engine observes every head of a layer at each step, then plans
+/// each head down to its share (eviction_policy::plan_to) once, when it compresses;
+/// pool::tiered_layer does both for AudioKV heads.
 #pragma once
 
 #include <cmath>
@@ -31,10 +33,13 @@ namespace audiokv::pool {
 /// observe() allocates nothing; split() returns a new vector (a one-shot compression's call).
 class entropy_head_budgets {
  public:
+  /// G chosen on the dev clips (see the file comment).
+  static constexpr double default_exponent = -0.5;
+
   /// @param num_heads KV heads of the layer (>= 1).
   /// @param exponent  G of w_h = P_h^G (finite; 0 gives equal budgets).
   /// @throws audiokv::error naming "num_heads" or "exponent".
-  explicit entropy_head_budgets(std::int32_t num_heads, double exponent = -0.25)
+  explicit entropy_head_budgets(std::int32_t num_heads, double exponent = default_exponent)
       : exponent_(exponent) {
     constexpr const char* where = "entropy_head_budgets";
     AUDIOKV_REQUIRE(num_heads >= 1, where, "num_heads", num_heads, "must be >= 1");
