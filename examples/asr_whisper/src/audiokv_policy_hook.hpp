@@ -52,8 +52,9 @@ namespace asr {
 /// one-shot compression waits for the layer's last head, as a layer plan does; the layer's
 /// budget (the sum of its policies' budgets) is then split over its heads with
 /// audiokv::attention_perplexity_weights of each head's mean attention entropy over the
-/// observed steps (audiokv::entropy_head_budgets), and each head plans down to its share (plan_to)
-/// on its own (with layer granularity, the plans are then shared as above). Later triggers
+/// observed steps (audiokv::entropy_head_budgets), and each head plans down to its share
+/// (plan_to) on its own: for AudioKV heads, what audiokv::tiered_layer<>::compress_to does
+/// (with layer granularity, the plans are then shared as above). Later triggers
 /// (follow_trigger) plan to each policy's own budget. Streaming: at every reveal, each layer's
 /// budget is split afresh by the heads' mean entropy over every step observed so far, and each
 /// head makes room down to its share.
