@@ -85,6 +85,7 @@ struct options {
   bool streaming = false;             ///< --protocol streaming
   double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
   double entropy_exponent = 0;        ///< --head-budget-entropy G: perplexity^G head shares
+  double entropy_floor = 0;           ///< --head-budget-floor F: each share >= F * budget
   int merge = 0;                      ///< --merge 1: merge on evict (implies --mass-bias 1)
   int mass_bias = 0;                  ///< --mass-bias 1: attention-mass logit bias
   streaming_options stream;           ///< --chunk-frames, --align-frames
@@ -157,6 +158,8 @@ void usage(std::ostream& os) {
         "                   (entropy_head_budgets; G < 0 favours sharp heads; 0: off; -0.5 is\n"
         "                   tiered_layer<>'s default): offline at the one-shot compression,\n"
         "                   streaming afresh at every reveal\n"
+        "  --head-budget-floor F  with --head-budget-entropy: each head keeps at least F\n"
+        "                   times its policy's budget, F in [0, 1] (default 0: one cell)\n"
         "  --granularity head|layer|layer-mean  offline protocol: head (default) plans\n"
         "                  every (layer, head) on its own; layer plans a layer's heads together\n"
         "                  and applies one keep-set to all (audiokv::share_layer_plan: a cell's\n"
@@ -379,6 +382,7 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   ho.granularity = o.granularity;
   ho.head_rule = o.head_rule;
   ho.entropy_budget_exponent = o.entropy_exponent;
+  ho.entropy_budget_floor = o.entropy_floor;
   // adakv shares one budget across the heads of a layer: one group per (clip, layer).
   auto groups = std::make_shared<std::vector<std::shared_ptr<audiokv::adakv_group>>>();
   const int observe_steps = ho.observe_steps;
@@ -494,7 +498,11 @@ int run(int argc, char** argv) {
       o.head_weight = parse_real(next(), a);
     else if (a == "--head-budget-entropy")
       o.entropy_exponent = parse_real(next(), a);
-    else if (a == "--merge")
+    else if (a == "--head-budget-floor") {
+      o.entropy_floor = parse_real(next(), a);
+      if (!(o.entropy_floor >= 0.0 && o.entropy_floor <= 1.0))
+        throw asr_error("--head-budget-floor must be in [0, 1]");
+    } else if (a == "--merge")
       o.merge = parse_int(next(), "--merge") != 0 ? 1 : 0;
     else if (a == "--mass-bias")
       o.mass_bias = parse_int(next(), "--mass-bias") != 0 ? 1 : 0;

@@ -87,6 +87,9 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     /// Not 0: each layer's budget is split over its heads by attention perplexity to this
     /// power (see the class comment); 0: each head keeps its policy's budget.
     double entropy_budget_exponent = 0.0;
+    /// With entropy budgets: each head's share is at least this fraction of its policy's budget
+    /// (0: one cell).
+    double entropy_budget_floor = 0.0;
   };
 
   audiokv_policy_hook(factory make, options opt) : make_(std::move(make)), opt_(opt) {
@@ -305,7 +308,10 @@ class audiokv_policy_hook final : public kv_eviction_hook {
       return budgets;
     std::int64_t total = 0;
     for (const std::int32_t b : budgets) total += b;
-    return layer_entropy_[static_cast<size_t>(layer)].split(total, 1);
+    const std::int32_t floor =
+        std::max(1, static_cast<std::int32_t>(opt_.entropy_budget_floor *
+                                              *std::min_element(budgets.begin(), budgets.end())));
+    return layer_entropy_[static_cast<size_t>(layer)].split(total, floor);
   }
 
   /// Streaming: the budget of (layer, head) for this reveal. With entropy budgets, the layer's
