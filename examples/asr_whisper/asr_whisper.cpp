@@ -193,6 +193,8 @@ void usage(std::ostream& os) {
         "  --repeat-by-extent 0|1  streaming: a repeated span counts as progress only when the\n"
         "                  peak also lies past the first copy's last peak by that copy's\n"
         "                  extent (its last peak minus the peak before it) (default 0)\n"
+        "  --repeat-by-words 0|1  streaming: the repeat rules compare spans by their words\n"
+        "                  (letters and digits, lower case), not token ids (default 0)\n"
         "  --repeat-span-max N  streaming: the longest repeated span the repeat stop, the\n"
         "                  end stop and the end rollback look at (default 32)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
@@ -532,6 +534,8 @@ int run(int argc, char** argv) {
       o.stream.repeat_advance = parse_int(next(), "--repeat-advance");
     else if (a == "--repeat-by-extent")
       o.stream.repeat_by_extent = parse_int(next(), "--repeat-by-extent") != 0;
+    else if (a == "--repeat-by-words")
+      o.stream.repeat_by_words = parse_int(next(), "--repeat-by-words") != 0;
     else if (a == "--refresh-on-hold")
       o.stream.refresh_on_hold = parse_int(next(), "--refresh-on-hold") != 0;
     else if (a == "--end-stop")

@@ -102,6 +102,10 @@ struct streaming_options {
   /// output's start). A span said twice covers its audio twice; a stutter ("our our our") creeps
   /// on by a frame or two.
   bool repeat_by_extent = false;
+  /// Repeat stop by words: spans compare by whisper_model::word_key (a token's letters and
+  /// digits, lower case) instead of token ids, so a sentence said again with one word's case or
+  /// punctuation changed ("Please enter ..." then "please enter ...") counts as repeated.
+  bool repeat_by_words = false;
   /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
   /// on a longer span (a whole sentence said again) escapes all three.
   int repeat_span_max = default_repeat_span_max;
@@ -462,6 +466,7 @@ class whisper_decoder {
     int32_t token = prompt[0];
     int emitted_peak = 0;             // streaming: the alignment peak of the token being emitted
     std::vector<int> rolled_back_to;  // streaming: output lengths the end rollback cut back to
+    std::vector<int32_t> word_keys;   // streaming, repeat_by_words: the output's word keys
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
       const float ninf = -std::numeric_limits<float>::infinity();
@@ -480,11 +485,17 @@ class whisper_decoder {
         if (stream == nullptr) break;
         std::sort(peaks.begin(), peaks.end());
         const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
+        // The output as the repeat rules compare it: token ids, or with repeat_by_words keys.
+        const std::vector<int32_t>& compared =
+            stream->repeat_by_words ? m.word_keys(res.tokens, word_keys) : res.tokens;
+        const int32_t compared_best = stream->repeat_by_words
+                                          ? m.word_key[static_cast<size_t>(best)]
+                                          : static_cast<int32_t>(best);
         const int span =
             stream->repeat_stop && best != m.eot
-                ? repeated_span_without_progress(
-                      res.tokens, res.token_peaks, static_cast<int32_t>(best), peak,
-                      stream->repeat_advance, stream->repeat_by_extent, stream->repeat_span_max)
+                ? repeated_span_without_progress(compared, res.token_peaks, compared_best, peak,
+                                                 stream->repeat_advance, stream->repeat_by_extent,
+                                                 stream->repeat_span_max)
                 : 0;
         const bool stuck = span > 0;
         const bool all_revealed = cache.visible() >= cache.capacity();
@@ -499,7 +510,7 @@ class whisper_decoder {
           // a loop at its first consecutive copy.
           if (stuck && stream->end_stop && res.rollbacks < stream->end_rollbacks) {
             const int cut = stream->end_rollback_loop
-                                ? repeated_run_start(res.tokens, static_cast<int32_t>(best), span)
+                                ? repeated_run_start(compared, compared_best, span)
                                 : static_cast<int>(res.tokens.size()) + 1 - 2 * span;
             if (std::find(rolled_back_to.begin(), rolled_back_to.end(), cut) ==
                 rolled_back_to.end()) {

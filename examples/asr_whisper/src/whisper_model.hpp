@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <cctype>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,18 @@ struct whisper_model {
   std::vector<std::pair<int, int>> alignment_heads;  ///< (decoder layer, head)
   int32_t eot = -1, sot = -1, no_timestamps = -1, lang_en = -1, transcribe = -1;
   bool multilingual = false;
+  /// [vocabulary] a key per token: equal for tokens with the same letters and digits in lower
+  /// case (" Please", "please", "PLEASE"; every punctuation-only token shares key 0); special
+  /// tokens (>= eot) each their own negative key.
+  std::vector<int32_t> word_key;
+
+  /// `tokens` mapped through word_key into `out` (returned).
+  const std::vector<int32_t>& word_keys(const std::vector<int32_t>& tokens,
+                                        std::vector<int32_t>& out) const {
+    out.resize(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) out[i] = word_key[static_cast<size_t>(tokens[i])];
+    return out;
+  }
 
   static whisper_model load(const std::string& dir) {
     whisper_model m;
@@ -41,6 +55,7 @@ struct whisper_model {
     m.eot = m.required_token("<|endoftext|>");
     m.sot = m.required_token("<|startoftranscript|>");
     m.no_timestamps = m.required_token("<|notimestamps|>");
+    m.word_key = m.make_word_keys();
     m.lang_en = m.vocab.id_of("<|en|>");
     m.transcribe = m.vocab.id_of("<|transcribe|>");
     // CTranslate2's rule: the multilingual vocabulary has 51865 (large-v3: 51866) entries,
@@ -62,6 +77,26 @@ struct whisper_model {
       }
     }
     return m;
+  }
+
+  /// word_key for every token of the vocabulary.
+  std::vector<int32_t> make_word_keys() const {
+    std::vector<int32_t> keys(vocab.size());
+    std::unordered_map<std::string, int32_t> ids{{std::string(), 0}};
+    for (size_t t = 0; t < keys.size(); ++t) {
+      const auto id = static_cast<int32_t>(t);
+      if (id >= eot) {
+        keys[t] = -1 - id;
+        continue;
+      }
+      std::string word;
+      for (const char c : vocab.decode({id}, eot)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || u >= 0x80) word += static_cast<char>(std::tolower(u));
+      }
+      keys[t] = ids.emplace(word, static_cast<int32_t>(ids.size())).first->second;
+    }
+    return keys;
   }
 
   /// Decoder prompt: `<|startoftranscript|><|notimestamps|>` for English-only models,
