@@ -380,6 +380,19 @@ int main() {
     error_path_checks(tmp, wav_path, model_dir);
 
     const whisper_model model = whisper_model::load(model_dir);
+    // Word keys (the repeat rules by words): case, the leading space and punctuation do not
+    // count; letters do; special tokens are their own.
+    const auto key = [&](const char* token) {
+      const int32_t id = model.vocab.id_of(token);
+      check(id >= 0, std::string("token in the vocabulary: ") + token);
+      return id >= 0 ? model.word_key[static_cast<size_t>(id)] : -1;
+    };
+    check(key("\xc4\xa0Please") == key("please") && key("\xc4\xa0Please") == key("\xc4\xa0please"),
+          "word keys: 'Please', ' please' and 'please' are one word");
+    check(key(".") == key(",") && key(".") == 0, "word keys: punctuation-only tokens share key 0");
+    check(key("\xc4\xa0Please") != key("\xc4\xa0pleased") &&
+              model.word_key[static_cast<size_t>(model.eot)] < 0,
+          "word keys: other letters differ, end of text is its own");
     const whisper_transcriber tr(model);
     const prepared_clip clip = tr.prepare(wav_reader::read(wav_path));
     check(clip.n_speech_frames == static_cast<int>(std::ceil(50.0 * clip.duration_s - 1e-9)),
