@@ -23,6 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "AudioKVConfig",
+    "EntropyHeadBudgets",
     "Error",
     "FRAME_CRITICAL",
     "FRAME_PHONEME_BOUNDARY",
@@ -58,6 +59,7 @@ from . import _ext  # noqa: E402  (Error must exist before the extension registe
 _ext._set_error_type(Error)
 
 from ._ext import (  # noqa: E402
+    EntropyHeadBudgets,
     FRAME_CRITICAL,
     FRAME_PHONEME_BOUNDARY,
     FRAME_SEGMENT_START,

@@ -342,6 +342,32 @@ Array probs_arg(nb::handle obj, const char* where, const char* name, std::size_t
 }
 
 // ---------------------------------------------------------------------------------------------
+// Head budgets from attention
+
+/// EntropyHeadBudgets.observe(head, probs): one step of one head.
+void observe_head_entropy(audiokv::entropy_head_budgets& self, nb::handle head,
+                          nb::handle probs_obj) {
+  constexpr const char* where = "EntropyHeadBudgets.observe";
+  const std::int32_t h = int32_arg(head, where, "head", std::numeric_limits<std::int32_t>::min());
+  const float_vector probs = probs_arg<float_vector>(probs_obj, where, "probs", 1);
+  self.observe(h, audiokv::span<const float>(probs.data(), probs.shape(0)));
+}
+
+/// EntropyHeadBudgets.split(layer_budget, floor_cells): the shares as an int32 NumPy array.
+nb::object split_head_budgets(const audiokv::entropy_head_budgets& self, nb::handle layer_budget,
+                              nb::handle floor_cells) {
+  constexpr const char* where = "EntropyHeadBudgets.split";
+  if (PyBool_Check(layer_budget.ptr()) || !PyIndex_Check(layer_budget.ptr())) {
+    fail_type(where, "layer_budget", layer_budget, "must be an int");
+  }
+  const long long total = nb::cast<long long>(nb::steal(PyNumber_Index(layer_budget.ptr())));
+  const std::vector<std::int32_t> shares = self.split(
+      total,
+      int32_arg(floor_cells, where, "floor_cells", std::numeric_limits<std::int32_t>::min()));
+  return numpy_asarray()(nb::cast(shares), "dtype"_a = "int32");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Plan
 
 /// A Plan of the Python package: the plan and who uses it. The calls that release the GIL
@@ -1461,6 +1487,36 @@ NB_MODULE(_ext, m) {
         "argument raises naming it and changes no plan.");
   m.def("make_adakv_heads", &make_adakv_heads, "num_heads"_a.none(), "options"_a,
         nb::sig("def make_adakv_heads(num_heads: int, **options) -> list[Policy]"));
+  nb::class_<audiokv::entropy_head_budgets>(
+      m, "EntropyHeadBudgets",
+      "A layer's budget split over its KV heads by their attention: observe each head's step, "
+      "then split(layer_budget) gives shares summing exactly to it, by perplexity^exponent of "
+      "each head's mean attention entropy (exponent < 0: heads that read few cells get more). "
+      "Plan each head down to its share with Policy.plan_to (what tiered_layer<> does in C++).")
+      .def(
+          "__init__",
+          [](audiokv::entropy_head_budgets* self, nb::handle num_heads, double exponent) {
+            new (self) audiokv::entropy_head_budgets(
+                int32_arg(num_heads, "EntropyHeadBudgets", "num_heads",
+                          std::numeric_limits<std::int32_t>::min()),
+                exponent);
+          },
+          "num_heads"_a.none(), "exponent"_a = audiokv::entropy_head_budgets::default_exponent)
+      .def_prop_ro("num_heads", &audiokv::entropy_head_budgets::num_heads)
+      .def_prop_ro("exponent", &audiokv::entropy_head_budgets::exponent)
+      .def_prop_ro("all_observed", &audiokv::entropy_head_budgets::all_observed)
+      .def("steps", &audiokv::entropy_head_budgets::steps, "head"_a,
+           "Steps head `head` has observed.")
+      .def("observe", &observe_head_entropy, "head"_a.none(), "probs"_a.none(),
+           nb::sig("def observe(self, head: int, probs: numpy.typing.ArrayLike) -> None"),
+           "One decode step of head `head`: its attention probabilities over its cells.")
+      .def("mean_entropy", &audiokv::entropy_head_budgets::mean_entropy,
+           "Mean attention entropy per observed step of each head, in nats.")
+      .def("split", &split_head_budgets, "layer_budget"_a.none(), "floor_cells"_a.none() = 1,
+           nb::sig("def split(self, layer_budget: int, floor_cells: int = 1) -> "
+                   "numpy.typing.NDArray[numpy.int32]"),
+           "Shares summing exactly to layer_budget, each >= floor_cells.")
+      .def("reset", &audiokv::entropy_head_budgets::reset, "Forgets every observed step.");
   m.def("compact", &compact, "kv"_a.none(), "plan"_a.none(), "head"_a.none() = nb::none(),
         "layout"_a.none() = "nhd",
         nb::sig("def compact(kv: typing.Any, plan: Plan, head: int | None = None, layout: str = "
