@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "../error.hpp"
@@ -35,9 +34,10 @@ namespace audiokv::pool {
 /// @tparam Pipeline the heads' smoothing stages (tiered_cache's parameter).
 ///
 /// Every head is built from the same configuration, so each has config.budget as its own
-/// budget and the layer H * config.budget. The engine appends, applies and compacts per head
-/// (head(h)); it observes through the layer, so that the entropy sees every step the heads see.
-/// A call that throws leaves every head and the entropy as they were.
+/// budget (its trigger, and what it may hold before a compression: a prompt compressed once
+/// must fit in it) and the layer H * config.budget. The engine appends, applies and compacts
+/// per head (head(h)); it observes through the layer, so that the entropy sees every step the
+/// heads see. A call that throws leaves every head and the entropy as they were.
 template <class Pipeline = default_pipeline>
 class tiered_layer {
  public:
