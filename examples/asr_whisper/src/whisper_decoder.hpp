@@ -104,8 +104,11 @@ struct streaming_options {
   bool repeat_by_extent = false;
   /// Repeat stop by words: spans compare by whisper_model::word_key (a token's letters and
   /// digits, lower case) instead of token ids, so a sentence said again with one word's case or
-  /// punctuation changed ("Please enter ..." then "please enter ...") counts as repeated.
-  bool repeat_by_words = false;
+  /// punctuation changed ("Please enter ..." then "please enter ...") counts as repeated. Chosen
+  /// on the wide and fresh dev splits (benchmarks/results/quality_reference_dev_words.md; full
+  /// cache, streaming minus offline WER): Whisper base +1.07 to +0.57 (wide Asterisk) and +2.18
+  /// to +1.81 (fresh Asterisk), voices unchanged; tiny.en's transcripts unchanged on all four.
+  bool repeat_by_words = true;
   /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
   /// on a longer span (a whole sentence said again) escapes all three.
   int repeat_span_max = default_repeat_span_max;
