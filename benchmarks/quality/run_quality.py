@@ -14,8 +14,8 @@ Protocol "streaming" (asr_whisper --protocol streaming): the encoded window's fr
 revealed 25 at a time (0.5 s) and decoding interleaves with them under an AlignAtt emission
 rule: a token is emitted while the alignment heads' peak lies more than 50 frames behind the
 newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, not
-repeating the output's last span (of up to 32 tokens, compared by words: letters and digits in
-lower case) where the peak has not moved on by more than 5 frames, and not before 50 frames past the first voiced frame are revealed (voice gate);
+repeating the output's last span (of up to 32 tokens) where the peak has not moved on by more
+than 5 frames, and not before 50 frames past the first voiced frame are revealed (voice gate);
 otherwise the next chunk is revealed.
 Before the repeat stop holds a token back, the decoder's earlier rows are recomputed over the
 frames revealed by then and the step is decided again (refresh on hold). Once every frame is
@@ -418,8 +418,7 @@ def summarize(rows, path_md, path_png, set_name=""):
                 f"protocol streaming; reference: the full cache under the same protocol, WER "
                 f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
                 "revealed 0.5 s at a time, AlignAtt emission (align 50 frames, look-back stop 25, "
-                "repeat stop on the words of spans of up to 32 tokens and an advance of 5 frames "
-                "with refresh "
+                "repeat stop on spans of up to 32 tokens and an advance of 5 frames with refresh "
                 "on hold, voice gate, end "
                 "rollback to the loop's start, end stop, refresh at the end); the window's "
                 "last 16 frames are fixed sinks paid from the budget "

@@ -194,7 +194,7 @@ void usage(std::ostream& os) {
         "                  peak also lies past the first copy's last peak by that copy's\n"
         "                  extent (its last peak minus the peak before it) (default 0)\n"
         "  --repeat-by-words 0|1  streaming: the repeat rules compare spans by their words\n"
-        "                  (letters and digits, lower case), not token ids (default 1)\n"
+        "                  (letters and digits, lower case), not token ids (default 0)\n"
         "  --repeat-span-max N  streaming: the longest repeated span the repeat stop, the\n"
         "                  end stop and the end rollback look at (default 32)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"

@@ -103,12 +103,15 @@ struct streaming_options {
   /// on by a frame or two.
   bool repeat_by_extent = false;
   /// Repeat stop by words: spans compare by whisper_model::word_key (a token's letters and
-  /// digits, lower case) instead of token ids, so a sentence said again with one word's case or
-  /// punctuation changed ("Please enter ..." then "please enter ...") counts as repeated. Chosen
-  /// on the wide and fresh dev splits (benchmarks/results/quality_reference_dev_words.md; full
-  /// cache, streaming minus offline WER): Whisper base +1.07 to +0.57 (wide Asterisk) and +2.18
-  /// to +1.81 (fresh Asterisk), voices unchanged; tiny.en's transcripts unchanged on all four.
-  bool repeat_by_words = true;
+  /// digits, lower case; every punctuation-only token one key) instead of token ids, so a
+  /// sentence said again with one word's case changed ("Please enter ..." then "please enter
+  /// ...") counts as repeated. Adopted by its dev rule (Whisper base's gap +1.07 -> +0.57 and
+  /// +2.18 -> +1.81 on Asterisk), then off again after its one test run
+  /// (benchmarks/results/quality_reference_dev_words.md): there "Press 1-2-2." read as the
+  /// stutter "2- 2." and a case-only repeat held at the end ended the output early (Whisper
+  /// base's full cache on test29 4 -> 44 word errors; tiny.en's AudioKV at 10% on voices
+  /// +1.78 -> +2.91).
+  bool repeat_by_words = false;
   /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
   /// on a longer span (a whole sentence said again) escapes all three.
   int repeat_span_max = default_repeat_span_max;
