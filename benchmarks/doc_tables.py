@@ -373,8 +373,8 @@ def headline():
             "room per head, as AudioKV). *Best other "
             "baseline*: the lowest of " + ", ".join(BASELINES) + " in that row, picked after the "
             "fact. *Oracle*: keeps what the clip's full-cache run attends most from then on, a "
-            "ceiling and not a policy (headroom = stride − oracle). The last column is paired over "
-            "the same clips; bold where its 95% interval excludes 0.\n\n" + headline_quality() + "\n\n" + cost_line() + "\n\n"
+            "ceiling and not a policy (headroom = stride − oracle). The last two columns are paired over "
+            "the same clips; bold where the 95% interval excludes 0.\n\n" + headline_quality() + "\n\n" + cost_line() + "\n\n"
             + roofline_targets())
 
 
