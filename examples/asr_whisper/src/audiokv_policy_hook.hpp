@@ -296,22 +296,22 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     }
   }
 
-  /// The budget of each head of `layer`: its policy's budget, or with entropy budgets, once
-  /// every head has observed a step, the layer's total split by attention perplexity (floor 1
-  /// cell per head).
+  /// The budget of each head of `layer`: its policy's budget, or with entropy budgets the
+  /// layer's total shared by entropy_head_budgets::shares (by attention perplexity once every
+  /// head has observed a step; each share at least entropy_budget_floor of a policy's budget,
+  /// and one cell).
   std::vector<std::int32_t> layer_budgets(int layer) const {
     const int heads = clip_.n_heads;
     std::vector<std::int32_t> budgets(static_cast<size_t>(heads));
     for (int h = 0; h < heads; ++h)
       budgets[static_cast<size_t>(h)] = policies_[idx(layer, h)]->budget();
-    if (layer_entropy_.empty() || !layer_entropy_[static_cast<size_t>(layer)].all_observed())
-      return budgets;
+    if (layer_entropy_.empty()) return budgets;
     std::int64_t total = 0;
     for (const std::int32_t b : budgets) total += b;
     const std::int32_t floor =
         std::max(1, static_cast<std::int32_t>(opt_.entropy_budget_floor *
                                               *std::min_element(budgets.begin(), budgets.end())));
-    return layer_entropy_[static_cast<size_t>(layer)].split(total, floor);
+    return layer_entropy_[static_cast<size_t>(layer)].shares(total, floor);
   }
 
   /// Streaming: the budget of (layer, head) for this reveal. With entropy budgets, the layer's

@@ -98,6 +98,16 @@ class entropy_head_budgets {
         layer_budget, policy::baselines::attention_perplexity_weights(mean_entropy(), exponent_));
   }
 
+  /// split() once every head has observed a step; before that the same allocation with equal
+  /// weights (equal shares, the remainder to the lowest heads). What a compression uses.
+  /// @throws audiokv::error naming "total_budget" or "floor_cells" as split() does.
+  std::vector<std::int32_t> shares(std::int64_t layer_budget, std::int32_t floor_cells = 1) const {
+    if (all_observed()) return split(layer_budget, floor_cells);
+    policy::baselines::head_budget_allocator allocator;
+    allocator.floor_cells = floor_cells;
+    return allocator.allocate_weighted(layer_budget, std::vector<double>(steps_.size(), 1.0));
+  }
+
   /// Forgets every observed step (a new sequence).
   void reset() noexcept {
     for (double& sum : entropy_sum_) sum = 0.0;

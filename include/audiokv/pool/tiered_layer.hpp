@@ -96,17 +96,14 @@ class tiered_layer {
     }
   }
 
-  /// Each head's share of a compression to `target_per_head` cells a head on average: the
-  /// layer's H * target_per_head split by attention once every head has observed a step, else
-  /// target_per_head each. Allocates the returned vector.
+  /// Each head's share of a compression to `target_per_head` cells a head on average:
+  /// entropy_head_budgets::shares of the layer's H * target_per_head (by attention once every
+  /// head has observed a step, else target_per_head each). Allocates the returned vector.
   /// @throws audiokv::error naming "target_per_head" when it is below 1.
   std::vector<std::int32_t> shares(std::int32_t target_per_head) const {
     AUDIOKV_REQUIRE(target_per_head >= 1, "tiered_layer::shares", "target_per_head",
                     target_per_head, "must be >= 1");
-    if (!entropy_.all_observed()) {
-      return std::vector<std::int32_t>(heads_.size(), target_per_head);
-    }
-    return entropy_.split(static_cast<std::int64_t>(num_heads()) * target_per_head, 1);
+    return entropy_.shares(static_cast<std::int64_t>(num_heads()) * target_per_head, 1);
   }
 
   /// The one-shot compression: plans[h] = head h's plan_to(shares(target_per_head)[h]). Apply
