@@ -194,7 +194,10 @@ void usage(std::ostream& os) {
         "                  peak also lies past the first copy's last peak by that copy's\n"
         "                  extent (its last peak minus the peak before it) (default 0)\n"
         "  --repeat-by-words 0|1  streaming: the repeat rules compare spans by their words\n"
-        "                  (letters and digits, lower case), not token ids (default 0)\n"
+        "                  (letters and digits, lower case; punctuation as written), not\n"
+        "                  token ids, while frames remain to be revealed (default 0)\n"
+        "  --repeat-words-at-end 0|1  with --repeat-by-words: the words also decide once\n"
+        "                  every frame is revealed (end stop, end rollback) (default 0)\n"
         "  --repeat-span-max N  streaming: the longest repeated span the repeat stop, the\n"
         "                  end stop and the end rollback look at (default 32)\n"
         "  --end-stop 0|1  streaming: once every frame is revealed, a token the repeat stop\n"
@@ -536,6 +539,8 @@ int run(int argc, char** argv) {
       o.stream.repeat_by_extent = parse_int(next(), "--repeat-by-extent") != 0;
     else if (a == "--repeat-by-words")
       o.stream.repeat_by_words = parse_int(next(), "--repeat-by-words") != 0;
+    else if (a == "--repeat-words-at-end")
+      o.stream.repeat_words_at_end = parse_int(next(), "--repeat-words-at-end") != 0;
     else if (a == "--refresh-on-hold")
       o.stream.refresh_on_hold = parse_int(next(), "--refresh-on-hold") != 0;
     else if (a == "--end-stop")

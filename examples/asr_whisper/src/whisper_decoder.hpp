@@ -102,16 +102,21 @@ struct streaming_options {
   /// output's start). A span said twice covers its audio twice; a stutter ("our our our") creeps
   /// on by a frame or two.
   bool repeat_by_extent = false;
-  /// Repeat stop by words: spans compare by whisper_model::word_key (a token's letters and
-  /// digits, lower case; every punctuation-only token one key) instead of token ids, so a
-  /// sentence said again with one word's case changed ("Please enter ..." then "please enter
-  /// ...") counts as repeated. Adopted by its dev rule (Whisper base's gap +1.07 -> +0.57 and
-  /// +2.18 -> +1.81 on Asterisk), then off again after its one test run
+  /// Repeat stop by words: while frames remain to be revealed, spans compare by
+  /// whisper_model::word_key (a token's letters and digits in lower case, a punctuation-only
+  /// token's characters) instead of token ids, so a sentence said again with one word's case
+  /// or leading space changed ("Thank you" then " Thank you") waits for audio. Its first form
+  /// (every punctuation-only token one key, the words deciding at the end too) was adopted by
+  /// its dev rule, then off again after its one test run
   /// (benchmarks/results/quality_reference_dev_words.md): there "Press 1-2-2." read as the
   /// stutter "2- 2." and a case-only repeat held at the end ended the output early (Whisper
   /// base's full cache on test29 4 -> 44 word errors; tiny.en's AudioKV at 10% on voices
   /// +1.78 -> +2.91).
   bool repeat_by_words = false;
+  /// With repeat_by_words: the words also decide once every frame is revealed (the end stop and
+  /// the end rollback). Off: there, where ending the output cannot be undone by more audio,
+  /// only equal token ids count as a repeat ("the daily tasks. And the daily tasks." goes on).
+  bool repeat_words_at_end = false;
   /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
   /// on a longer span (a whole sentence said again) escapes all three.
   int repeat_span_max = default_repeat_span_max;
@@ -491,12 +496,14 @@ class whisper_decoder {
         if (stream == nullptr) break;
         std::sort(peaks.begin(), peaks.end());
         const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
+        const bool all_revealed = cache.visible() >= cache.capacity();
         // The output as the repeat rules compare it: token ids, or with repeat_by_words keys.
+        const bool by_words =
+            stream->repeat_by_words && (!all_revealed || stream->repeat_words_at_end);
         const std::vector<int32_t>& compared =
-            stream->repeat_by_words ? m.word_keys(res.tokens, word_keys) : res.tokens;
-        const int32_t compared_best = stream->repeat_by_words
-                                          ? m.word_key[static_cast<size_t>(best)]
-                                          : static_cast<int32_t>(best);
+            by_words ? m.word_keys(res.tokens, word_keys) : res.tokens;
+        const int32_t compared_best =
+            by_words ? m.word_key[static_cast<size_t>(best)] : static_cast<int32_t>(best);
         const int span =
             stream->repeat_stop && best != m.eot
                 ? repeated_span_without_progress(compared, res.token_peaks, compared_best, peak,
@@ -504,7 +511,6 @@ class whisper_decoder {
                                                  stream->repeat_span_max)
                 : 0;
         const bool stuck = span > 0;
-        const bool all_revealed = cache.visible() >= cache.capacity();
         const bool stale = (stuck && stream->refresh_on_hold) ||
                            (all_revealed && best == m.eot && stream->refresh_at_end);
         if (stale && refreshed_at != cache.visible()) {

@@ -29,8 +29,9 @@ struct whisper_model {
   int32_t eot = -1, sot = -1, no_timestamps = -1, lang_en = -1, transcribe = -1;
   bool multilingual = false;
   /// [vocabulary] a key per token: equal for tokens with the same letters and digits in lower
-  /// case (" Please", "please", "PLEASE"; every punctuation-only token shares key 0); special
-  /// tokens (>= eot) each their own negative key.
+  /// case (" Please", "please", "PLEASE"); a token without letters or digits is keyed by its
+  /// characters other than spaces ("." and " ." one key, "-" another: "1-2-2." is no stutter);
+  /// special tokens (>= eot) each their own negative key.
   std::vector<int32_t> word_key;
 
   /// `tokens` mapped through word_key into `out` (returned).
@@ -82,17 +83,24 @@ struct whisper_model {
   /// word_key for every token of the vocabulary.
   std::vector<int32_t> make_word_keys() const {
     std::vector<int32_t> keys(vocab.size());
-    std::unordered_map<std::string, int32_t> ids{{std::string(), 0}};
+    std::unordered_map<std::string, int32_t> ids;
     for (size_t t = 0; t < keys.size(); ++t) {
       const auto id = static_cast<int32_t>(t);
       if (id >= eot) {
         keys[t] = -1 - id;
         continue;
       }
+      const std::string text = vocab.decode({id}, eot);
       std::string word;
-      for (const char c : vocab.decode({id}, eot)) {
+      for (const char c : text) {
         const auto u = static_cast<unsigned char>(c);
         if (std::isalnum(u) || u >= 0x80) word += static_cast<char>(std::tolower(u));
+      }
+      if (word.empty()) {
+        word = "\x01";  // below every letter and digit: no word has this key
+        for (const char c : text) {
+          if (!std::isspace(static_cast<unsigned char>(c))) word += c;
+        }
       }
       keys[t] = ids.emplace(word, static_cast<int32_t>(ids.size())).first->second;
     }
