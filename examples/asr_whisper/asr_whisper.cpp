@@ -196,6 +196,8 @@ void usage(std::ostream& os) {
         "  --repeat-by-words 0|1  streaming: the repeat rules compare spans by their words\n"
         "                  (letters and digits, lower case; punctuation as written), not\n"
         "                  token ids, while frames remain to be revealed (default 0)\n"
+        "  --repeat-extent-at-end 0|1  with --repeat-by-extent: the extent also decides once\n"
+        "                  every frame is revealed (end stop, end rollback) (default 1)\n"
         "  --repeat-words-at-end 0|1  with --repeat-by-words: the words also decide once\n"
         "                  every frame is revealed (end stop, end rollback) (default 0)\n"
         "  --repeat-span-max N  streaming: the longest repeated span the repeat stop, the\n"
@@ -539,6 +541,8 @@ int run(int argc, char** argv) {
       o.stream.repeat_by_extent = parse_int(next(), "--repeat-by-extent") != 0;
     else if (a == "--repeat-by-words")
       o.stream.repeat_by_words = parse_int(next(), "--repeat-by-words") != 0;
+    else if (a == "--repeat-extent-at-end")
+      o.stream.repeat_extent_at_end = parse_int(next(), "--repeat-extent-at-end") != 0;
     else if (a == "--repeat-words-at-end")
       o.stream.repeat_words_at_end = parse_int(next(), "--repeat-words-at-end") != 0;
     else if (a == "--refresh-on-hold")

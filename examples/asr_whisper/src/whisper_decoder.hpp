@@ -102,6 +102,11 @@ struct streaming_options {
   /// output's start). A span said twice covers its audio twice; a stutter ("our our our") creeps
   /// on by a frame or two.
   bool repeat_by_extent = false;
+  /// With repeat_by_extent: the extent also decides once every frame is revealed (the end stop
+  /// and the end rollback), as when the rule was first measured. Off: there only
+  /// repeat_advance does, so letters spelled with hyphens ("M-I-S-D-N"), whose peaks move less
+  /// than a letter's extent, are not ended as a loop.
+  bool repeat_extent_at_end = true;
   /// Repeat stop by words: while frames remain to be revealed, spans compare by
   /// whisper_model::word_key (a token's letters and digits in lower case, a punctuation-only
   /// token's characters) instead of token ids, so a sentence said again with one word's case
@@ -500,16 +505,17 @@ class whisper_decoder {
         // The output as the repeat rules compare it: token ids, or with repeat_by_words keys.
         const bool by_words =
             stream->repeat_by_words && (!all_revealed || stream->repeat_words_at_end);
+        const bool by_extent =
+            stream->repeat_by_extent && (!all_revealed || stream->repeat_extent_at_end);
         const std::vector<int32_t>& compared =
             by_words ? m.word_keys(res.tokens, word_keys) : res.tokens;
         const int32_t compared_best =
             by_words ? m.word_key[static_cast<size_t>(best)] : static_cast<int32_t>(best);
-        const int span =
-            stream->repeat_stop && best != m.eot
-                ? repeated_span_without_progress(compared, res.token_peaks, compared_best, peak,
-                                                 stream->repeat_advance, stream->repeat_by_extent,
-                                                 stream->repeat_span_max)
-                : 0;
+        const int span = stream->repeat_stop && best != m.eot
+                             ? repeated_span_without_progress(
+                                   compared, res.token_peaks, compared_best, peak,
+                                   stream->repeat_advance, by_extent, stream->repeat_span_max)
+                             : 0;
         const bool stuck = span > 0;
         const bool stale = (stuck && stream->refresh_on_hold) ||
                            (all_revealed && best == m.eot && stream->refresh_at_end);
