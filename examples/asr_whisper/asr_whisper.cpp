@@ -195,7 +195,7 @@ void usage(std::ostream& os) {
         "                  extent (its last peak minus the peak before it) (default 0)\n"
         "  --repeat-by-words 0|1  streaming: the repeat rules compare spans by their words\n"
         "                  (letters and digits, lower case; punctuation as written), not\n"
-        "                  token ids, while frames remain to be revealed (default 0)\n"
+        "                  token ids, while frames remain to be revealed (default 1)\n"
         "  --repeat-extent-at-end 0|1  with --repeat-by-extent: the extent also decides once\n"
         "                  every frame is revealed (end stop, end rollback) (default 1)\n"
         "  --repeat-words-at-end 0|1  with --repeat-by-words: the words also decide once\n"
