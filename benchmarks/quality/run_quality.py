@@ -15,8 +15,10 @@ revealed 25 at a time (0.5 s) and decoding interleaves with them under an AlignA
 rule: a token is emitted while the alignment heads' peak lies more than 50 frames behind the
 newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, not
 repeating the output's last span (of up to 32 tokens) where the peak has not moved on by more
-than 5 frames, and not before 50 frames past the first voiced frame are revealed (voice gate);
-otherwise the next chunk is revealed.
+than 5 frames (while frames remain to be revealed, spans compare by their words: letters and
+digits in lower case, punctuation as written; once every frame is revealed, by token ids), and
+not before 50 frames past the first voiced frame are revealed (voice gate); otherwise the next
+chunk is revealed.
 Before the repeat stop holds a token back, the decoder's earlier rows are recomputed over the
 frames revealed by then and the step is decided again (refresh on hold). Once every frame is
 revealed, a repeat the repeat stop would still hold back first cuts the output back to where

@@ -505,7 +505,9 @@ class whisper_decoder {
         std::sort(peaks.begin(), peaks.end());
         const int peak = peaks.empty() ? 0 : peaks[(peaks.size() - 1) / 2];
         const bool all_revealed = cache.visible() >= cache.capacity();
-        // The output as the repeat rules compare it: token ids, or with repeat_by_words keys.
+        // The stricter repeat tests (words, extent) decide while audio can still arrive; once
+        // every frame is revealed only where asked. The output as they compare it: token ids
+        // or word keys.
         const bool by_words =
             stream->repeat_by_words && (!all_revealed || stream->repeat_words_at_end);
         const bool by_extent =
