@@ -119,11 +119,13 @@ struct streaming_options {
   /// +1.78 -> +2.91). This form was adopted by the same rule and two more conditions (no clip
   /// 5 or more word errors worse; AudioKV's dev rows not worse) on the wide and fresh dev clips
   /// (benchmarks/results/quality_reference_dev_words2.md): Whisper base's gap +1.07 -> +1.00
-  /// and +2.18 -> +1.97 on Asterisk, voices and tiny.en unchanged.
+  /// and +2.18 -> +1.97 on Asterisk, voices and tiny.en unchanged. Its flaw on test: a repeat
+  /// held until every frame is revealed can be followed by end of text (tiny.en's AudioKV at
+  /// 10% on voices +1.78 -> +2.91, one clip).
   bool repeat_by_words = true;
   /// With repeat_by_words: the words also decide once every frame is revealed (the end stop and
   /// the end rollback). Off: there, where ending the output cannot be undone by more audio,
-  /// only equal token ids count as a repeat ("the daily tasks. And the daily tasks." goes on).
+  /// only equal token ids count as a repeat, as in the eighth protocol version.
   bool repeat_words_at_end = false;
   /// Longest span the repeat stop, the end stop and the end rollback look at (>= 1): a loop
   /// on a longer span (a whole sentence said again) escapes all three.
