@@ -230,12 +230,40 @@ def spoken_numbers_to_digits(words):
     return out
 
 
+# examples/asr_whisper/src/text_fold.hpp's table: the folds of U+00C0..U+017F ("_": a sign).
+LATIN_FOLDS = (
+    "a a a a a a ae c e e e e i i i i d n o o o o o _ o u u u u y th ss "
+    "a a a a a a ae c e e e e i i i i d n o o o o o _ o u u u u y th y "
+    "a a a a a a c c c c c c c c d d d d e e e e e e e e e e g g g g "
+    "g g g g h h h h i i i i i i i i i i ij ij j j k k k l l l l l l l "
+    "l l l n n n n n n n n n o o o o o o oe oe r r r r r r s s s s s s "
+    "s s t t t t t t u u u u u u u u u u u u w w y y y z z z z z z s").split()
+
+
+def fold_char(ch):
+    """examples/asr_whisper/src/text_fold.hpp's rule for one character."""
+    o = ord(ch)
+    if o < 0x80:
+        return ch.lower() if ch.isalnum() else ("" if ch == "'" else " ")
+    if o == 0x2019:
+        return ""
+    if o < 0xC0 or o == 0xFFFD or 0x2000 <= o < 0x2C00 or 0x3000 <= o < 0x3040:
+        return " "
+    if o < 0x180:
+        f = LATIN_FOLDS[o - 0xC0]
+        return " " if f == "_" else f
+    if o in (0x401, 0x451):
+        return "\u0435"
+    if 0x400 <= o < 0x410:
+        return chr(o + 0x50)
+    if 0x410 <= o < 0x430 or (0x391 <= o < 0x3AA and o != 0x3A2):
+        return chr(o + 0x20)
+    return ch
+
+
 def normalize_words(text):
-    """The same normalisation as examples/asr_whisper/src/wer.hpp."""
-    out = []
-    for ch in text.replace("'", ""):
-        out.append(ch.lower() if ch.isalnum() or ord(ch) >= 0x80 else " ")
-    return spoken_numbers_to_digits("".join(out).split())
+    """The same normalisation as examples/asr_whisper/src/wer.hpp (text_fold.hpp's rule)."""
+    return spoken_numbers_to_digits("".join(fold_char(ch) for ch in text).split())
 
 
 def edit_distance(ref, hyp):

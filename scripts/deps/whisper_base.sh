@@ -10,7 +10,8 @@
 # Usage: scripts/deps/whisper_base.sh [DIR]  (default build/models/whisper-base; also
 # $AUDIOKV_WHISPER_BASE). Idempotent: an existing, complete DIR is kept. Safe to `source`.
 # asr_whisper --model DIR uses it; the model is multilingual, so asr_whisper prompts it with
-# <|startoftranscript|><|en|><|transcribe|><|notimestamps|> (whisper_model::prompt()).
+# <|startoftranscript|><|en|><|transcribe|><|notimestamps|> (whisper_model::prompt()), or with
+# the language that --language names.
 # Set AUDIOKV_ASR_PYTHON to choose the interpreter (default: python3).
 
 audiokv_whisper_base() {

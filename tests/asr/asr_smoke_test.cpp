@@ -394,6 +394,19 @@ int main() {
     check(key("\xc4\xa0Please") != key("\xc4\xa0pleased") &&
               model.word_key[static_cast<size_t>(model.eot)] < 0,
           "word keys: other letters differ, end of text is its own");
+    // Language: an English-only model takes "en" and refuses any other code unchanged.
+    {
+      whisper_model copy = model;
+      copy.set_language("en");
+      bool refused = false;
+      try {
+        copy.set_language("es");
+      } catch (const asr_error& e) {
+        refused = std::string(e.what()).find("'es'") != std::string::npos;
+      }
+      check(refused && copy.prompt() == model.prompt(),
+            "language: an English-only model refuses 'es', naming it, and keeps its prompt");
+    }
     const whisper_transcriber tr(model);
     const prepared_clip clip = tr.prepare(wav_reader::read(wav_path));
     check(clip.n_speech_frames == static_cast<int>(std::ceil(50.0 * clip.duration_s - 1e-9)),

@@ -8,6 +8,7 @@ ctranslate2.models.Whisper(...).generate(features, [prompt], beam_size=1) (float
 compares token ids. Passes when at least --min-agreement of the clips agree token for token.
 
 usage: ct2_gate.py ASR_WHISPER_BINARY --manifest build/data/asr/manifest.tsv [--work DIR]
+                   [--model DIR] [--language CODE]   (a multilingual model: its prompt's language)
 Exit: 0 pass, 1 fail, 77 skipped (ctranslate2, numpy, the model or the manifest is missing).
 """
 import argparse
@@ -39,6 +40,7 @@ def main():
     ap.add_argument("--work", default="ct2_gate_work")
     ap.add_argument("--split", default="all")
     ap.add_argument("--max-clips", type=int, default=-1)
+    ap.add_argument("--language", default="en")
     ap.add_argument("--min-agreement", type=float, default=0.95)
     args = ap.parse_args()
 
@@ -59,7 +61,7 @@ def main():
 
     os.makedirs(args.work, exist_ok=True)
     cmd = [args.binary, "--model", model_dir, "--manifest", args.manifest, "--split", args.split,
-           "--frames", "all", "--json", "--dump-mel", args.work]
+           "--frames", "all", "--json", "--dump-mel", args.work, "--language", args.language]
     if args.max_clips >= 0:
         cmd += ["--max-clips", str(args.max_clips)]
     t0 = time.time()
@@ -78,7 +80,8 @@ def main():
     model = ctranslate2.models.Whisper(model_dir, device="cpu", compute_type="float32",
                                        inter_threads=1, intra_threads=2)
     if model.is_multilingual:
-        prompt = ["<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+        prompt = ["<|startoftranscript|>", "<|%s|>" % args.language, "<|transcribe|>",
+                  "<|notimestamps|>"]
     else:
         prompt = ["<|startoftranscript|>", "<|notimestamps|>"]
 

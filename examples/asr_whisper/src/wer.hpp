@@ -2,18 +2,18 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <vector>
 
 #include "spoken_numbers.hpp"
+#include "text_fold.hpp"
 
 namespace asr {
 
 /// @brief Word error rate by Levenshtein distance over normalised words.
-/// Normalisation: ASCII lowercase; apostrophes removed ("party's" -> "partys"); every other
-/// character that is not a letter or digit becomes a space; whitespace collapses; spelled
-/// cardinal numbers become digits (spoken_numbers: "press one" and "press 1" are the same words).
+/// Normalisation: text_fold (letters and digits in lower case, diacritics folded, apostrophes
+/// removed, every other character a space); whitespace collapses; spelled English cardinal
+/// numbers become digits (spoken_numbers: "press one" and "press 1" are the same words).
 /// WER = (substitutions + deletions + insertions) / reference words.
 struct word_error_rate {
   long edits = 0;
@@ -25,11 +25,9 @@ struct word_error_rate {
   static std::string normalize(const std::string& s) {
     std::string out;
     bool space = true;
-    for (char ch : s) {
-      const unsigned char c = static_cast<unsigned char>(ch);
-      if (c == '\'') continue;
-      if (std::isalnum(c) || c >= 0x80) {
-        out += static_cast<char>(std::tolower(c));
+    for (const char c : text_fold::apply(s)) {
+      if (c != ' ') {
+        out += c;
         space = false;
       } else if (!space) {
         out += ' ';

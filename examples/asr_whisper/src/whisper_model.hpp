@@ -13,6 +13,7 @@
 #include "byte_reader.hpp"
 #include "ct2_model_file.hpp"
 #include "json_value.hpp"
+#include "text_fold.hpp"
 #include "whisper_weights.hpp"
 
 namespace asr {
@@ -26,12 +27,14 @@ struct whisper_model {
   std::vector<int32_t> suppress_ids;                 ///< masked at every step
   std::vector<int32_t> suppress_ids_begin;           ///< also masked at the first generated step
   std::vector<std::pair<int, int>> alignment_heads;  ///< (decoder layer, head)
-  int32_t eot = -1, sot = -1, no_timestamps = -1, lang_en = -1, transcribe = -1;
+  int32_t eot = -1, sot = -1, no_timestamps = -1, transcribe = -1;
+  /// The prompt's language token of a multilingual model (set_language; <|en|> at load).
+  int32_t language = -1;
   bool multilingual = false;
-  /// [vocabulary] a key per token: equal for tokens with the same letters and digits in lower
-  /// case (" Please", "please", "PLEASE"); a token without letters or digits is keyed by its
-  /// characters other than spaces ("." and " ." one key, "-" another: "1-2-2." is no stutter);
-  /// special tokens (>= eot) each their own negative key.
+  /// [vocabulary] a key per token: equal for tokens with the same letters and digits after
+  /// text_fold (" Please", "please", "PLEASE"; "Opción", "opcion"); a token without letters or
+  /// digits is keyed by its characters other than spaces ("." and " ." one key, "-" another:
+  /// "1-2-2." is no stutter); special tokens (>= eot) each their own negative key.
   std::vector<int32_t> word_key;
 
   /// `tokens` mapped through word_key into `out` (returned).
@@ -57,11 +60,11 @@ struct whisper_model {
     m.sot = m.required_token("<|startoftranscript|>");
     m.no_timestamps = m.required_token("<|notimestamps|>");
     m.word_key = m.make_word_keys();
-    m.lang_en = m.vocab.id_of("<|en|>");
+    m.language = m.vocab.id_of("<|en|>");
     m.transcribe = m.vocab.id_of("<|transcribe|>");
     // CTranslate2's rule: the multilingual vocabulary has 51865 (large-v3: 51866) entries,
     // English-only models (*.en) have 51864 and take no language/task tokens.
-    m.multilingual = m.vocab.size() >= 51865 && m.lang_en >= 0 && m.transcribe >= 0;
+    m.multilingual = m.vocab.size() >= 51865 && m.language >= 0 && m.transcribe >= 0;
 
     const std::string cfg_path = dir + "/config.json";
     const std::vector<uint8_t> cfg_bytes = read_file_bytes(cfg_path);
@@ -92,9 +95,8 @@ struct whisper_model {
       }
       const std::string text = vocab.decode({id}, eot);
       std::string word;
-      for (const char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        if (std::isalnum(u) || u >= 0x80) word += static_cast<char>(std::tolower(u));
+      for (const char c : text_fold::apply(text)) {
+        if (c != ' ') word += c;
       }
       if (word.empty()) {
         word = "\x01";  // below every letter and digit: no word has this key
@@ -108,10 +110,31 @@ struct whisper_model {
   }
 
   /// Decoder prompt: `<|startoftranscript|><|notimestamps|>` for English-only models,
-  /// `<|startoftranscript|><|en|><|transcribe|><|notimestamps|>` for multilingual ones.
+  /// `<|startoftranscript|><|xx|><|transcribe|><|notimestamps|>` for multilingual ones, xx
+  /// the language (set_language; en by default).
   std::vector<int32_t> prompt() const {
-    if (multilingual) return {sot, lang_en, transcribe, no_timestamps};
+    if (multilingual) return {sot, language, transcribe, no_timestamps};
     return {sot, no_timestamps};
+  }
+
+  /// Transcribes speech in the language `code` (Whisper's language tokens: "en", "es", "fr",
+  /// ...). English-only models take "en" only. Throws asr_error naming the code, and leaves
+  /// the model unchanged, when the model has no such language.
+  void set_language(const std::string& code) {
+    if (!multilingual) {
+      if (code != "en") {
+        throw asr_error("language '" + code + "': " + dir + " is an English-only model");
+      }
+      return;
+    }
+    // Whisper's language tokens lie between <|startoftranscript|> and <|translate|>.
+    const int32_t id = vocab.id_of("<|" + code + "|>");
+    const int32_t translate = vocab.id_of("<|translate|>");
+    if (id <= sot || (translate >= 0 && id >= translate)) {
+      throw asr_error("language '" + code + "': not one of " + vocab.path() +
+                      "'s language tokens (<|en|>, <|es|>, <|fr|>, ...)");
+    }
+    language = id;
   }
 
   int n_dec_layers() const { return static_cast<int>(w.dec.size()); }

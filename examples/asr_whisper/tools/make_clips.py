@@ -3,7 +3,9 @@
 """Builds the Asterisk-prompt evaluation clips for examples/asr_whisper.
 
 Source: Debian asterisk-core-sounds-en-wav (8 kHz 16-bit mono prompts, one professional voice)
-and the prompt texts in asterisk-core-sounds-en's core-sounds-en.txt.gz.
+and the prompt texts in asterisk-core-sounds-en's core-sounds-en.txt.gz; with --language L the
+same for asterisk-core-sounds-L(-wav) (es: Mexican Spanish, fr: Canadian French, it, ru; one
+voice each).
 
 Protocol (deterministic, rerunnable from scratch):
   * prompts: every top-level, dictate/ and followme/ prompt with a WAV and a transcript; stage
@@ -24,6 +26,7 @@ clip_id, split, duration_s, wav (relative to <out>), prompts (space separated), 
 Exits 77 (ctest "skipped") when the sound packages are not installed.
 """
 import argparse
+import glob
 import gzip
 import hashlib
 import os
@@ -31,8 +34,7 @@ import re
 import sys
 import wave
 
-SOUNDS_DIRS = ["/usr/share/asterisk/sounds/en_US_f_Allison", "/usr/share/asterisk/sounds/en"]
-TRANSCRIPTS = "/usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz"
+SOUNDS_ROOT = "/usr/share/asterisk/sounds"
 GAP_S = 0.4
 # Sub-directories with sentence prompts; digits/, letters/, phonetic/ (single words) and
 # silence/ are left out.
@@ -41,7 +43,7 @@ SUBDIRS = ("dictate", "followme")
 
 def load_transcripts(path):
     texts = {}
-    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+    with gzip.open(path, "rt", encoding="utf-8-sig", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line or line.startswith(";") or ":" not in line:
@@ -49,9 +51,18 @@ def load_transcripts(path):
             name, text = line.split(":", 1)
             text = re.sub(r"\[[^\]]*\]|\([^)]*\)|<[^>]*>", " ", text)
             text = " ".join(text.split())
-            if re.search(r"[A-Za-z0-9]", text):
+            if re.search(r"[^\W_]", text):
                 texts[name.strip()] = text
     return texts
+
+
+def sounds_dir_of(language):
+    """The voice's directory (en_US_f_Allison, es_MX_f_Allison, ...), else the plain one."""
+    voices = sorted(glob.glob(os.path.join(SOUNDS_ROOT, language + "_??_[fm]_*")))
+    for d in voices + [os.path.join(SOUNDS_ROOT, language)]:
+        if os.path.isdir(d):
+            return d
+    return None
 
 
 def split_of(name):
@@ -95,6 +106,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default="build/data/asr", help="output directory")
     ap.add_argument("--sounds-dir", default=None)
+    ap.add_argument("--language", default="en",
+                    help="the prompts' language: asterisk-core-sounds-LANGUAGE(-wav) (en, es, fr, "
+                         "it, ru)")
     ap.add_argument("--min-s", type=float, default=20.0)
     ap.add_argument("--max-s", type=float, default=29.0)
     ap.add_argument("--dev-clips", type=int, default=15)
@@ -104,12 +118,15 @@ def main():
                          "prompts in other orders (split dev; for tuning only)")
     args = ap.parse_args()
 
-    sounds = args.sounds_dir or next((d for d in SOUNDS_DIRS if os.path.isdir(d)), None)
-    if sounds is None or not os.path.isfile(TRANSCRIPTS):
-        print("make_clips: SKIP: asterisk-core-sounds-en(-wav) not installed "
-              "(run scripts/deps/asr.sh)", file=sys.stderr)
+    lang = args.language
+    transcripts = "/usr/share/doc/asterisk-core-sounds-%s/core-sounds-%s.txt.gz" % (lang, lang)
+    sounds = args.sounds_dir or sounds_dir_of(lang)
+    if sounds is None or not os.path.isfile(transcripts):
+        print("make_clips: SKIP: asterisk-core-sounds-%s(-wav) not installed (run "
+              "scripts/deps/%s)" % (lang, "asr.sh" if lang == "en" else "languages.sh"),
+              file=sys.stderr)
         return 77
-    texts = load_transcripts(TRANSCRIPTS)
+    texts = load_transcripts(transcripts)
 
     prompts = {"dev": [], "test": []}
     rate = None
