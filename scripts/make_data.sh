@@ -11,6 +11,9 @@
 #   <out>/menus/manifest.tsv   telephone-menu passages ("press 1 to ..., 2 to ..."), the same
 #                              voices and channel, dev/test; menus/dev_wide.tsv with 3 more
 #                              passes (tools/menu_passages.txt)
+#   <out>/lang/L/manifest.tsv  Asterisk prompt clips in the language L, dev/test, for L in
+#                              $AUDIOKV_LANGUAGES (default "es fr it ru"; scripts/deps/languages.sh;
+#                              AUDIOKV_LANGUAGES=none skips them)
 # Usage: scripts/make_data.sh [OUT]   (default build/data). Installs what is missing first.
 # Deterministic: the same packages give the same bytes.
 set -euo pipefail
@@ -22,3 +25,9 @@ py="${AUDIOKV_ASR_PYTHON:-python3}"
 "$py" examples/asr_whisper/tools/make_voices.py --out "$out/voices" --wide-passes 3
 "$py" examples/asr_whisper/tools/make_voices.py --out "$out/menus" --no-long --wide-passes 3 \
   --passages examples/asr_whisper/tools/menu_passages.txt
+if [[ "${AUDIOKV_LANGUAGES:-}" != none ]]; then
+  source scripts/deps/languages.sh
+  for lang in ${AUDIOKV_LANGUAGES:-es fr it ru}; do
+    "$py" examples/asr_whisper/tools/make_clips.py --language "$lang" --out "$out/lang/$lang"
+  done
+fi
