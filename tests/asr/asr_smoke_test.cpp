@@ -13,14 +13,18 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include <audiokv/policy/audiokv/tiered_cache.hpp>
 
 #include "src/asr_error.hpp"
+#include "src/audio_windows.hpp"
 #include "src/audiokv_policy_hook.hpp"
+#include "src/clip_manifest.hpp"
 #include "src/ct2_model_file.hpp"
+#include "src/default_clip.hpp"
 #include "src/kv_eviction_hook.hpp"
 #include "src/log_mel.hpp"
 #include "src/model_locator.hpp"
@@ -358,6 +362,47 @@ void error_path_checks(const fs::path& tmp, const std::string& wav_path,
 
 }  // namespace
 
+// Audio longer than one window: the built-in input's prompts, then the same in reverse order,
+// 0.4 s of digital silence between them, split at a pause (a zero-energy sample) into windows
+// of at most 30 s that cover every sample once; transcribed window by window, the joined text
+// reads the prompts.
+void long_audio_checks(const whisper_transcriber& tr, const std::string& sounds_dir) {
+  std::vector<std::string> paths;
+  std::string reference;
+  const size_t n = std::size(default_clip_prompts);
+  for (size_t k = 0; k < 2 * n; ++k) {
+    const default_prompt& p = default_clip_prompts[k < n ? k : 2 * n - 1 - k];
+    paths.push_back(sounds_dir + "/" + p.name + ".wav");
+    reference += std::string(p.text) + " ";
+  }
+  const pcm_audio audio = clip_manifest::concatenate(paths, default_clip_gap_ms);
+  const auto windows = audio_windows::split(audio);
+  bool covers = windows.front().first == 0 && windows.back().second == audio.samples.size();
+  bool fits = true, at_pause = true;
+  for (size_t k = 0; k < windows.size(); ++k) {
+    covers = covers && (k == 0 || windows[k].first == windows[k - 1].second);
+    const double seconds =
+        static_cast<double>(windows[k].second - windows[k].first) / audio.sample_rate;
+    fits = fits && seconds <= 30.0 && (k + 1 == windows.size() || seconds >= 25.0);
+    if (k + 1 < windows.size()) at_pause = at_pause && audio.samples[windows[k].second] == 0.0f;
+  }
+  check(windows.size() == 2 && covers && fits && at_pause,
+        "long audio: " + std::to_string(audio.duration_s()) + " s in " +
+            std::to_string(windows.size()) + " windows of <= 30 s, cut at a pause");
+  std::string text;
+  keep_all_hook keep;
+  for (const auto& range : windows) {
+    const prepared_clip c = tr.prepare(audio_windows::slice(audio, range));
+    check(!c.trimmed, "long audio: a window is not trimmed");
+    text += tr.text(tr.transcribe(c, keep, frame_mode::speech).tokens) + " ";
+  }
+  const word_error_rate w = word_error_rate::compute(reference, text);
+  check(w.rate() <= 0.1,
+        "long audio: WER of the joined windows " + std::to_string(w.rate()) + ": " + text);
+  expect_error("audio_windows: window_s not above search_s",
+               [&] { audio_windows::split(audio, 5.0, 5.0); }, {"window_s", "search_s"});
+}
+
 int main() {
   const std::string model_dir = find_model_dir();
   std::string wav_path;
@@ -476,6 +521,7 @@ int main() {
         check(probe.differing_layers_seen > 0, name + ": heads keep different positions");
       }
     }
+    long_audio_checks(tr, fs::path(wav_path).parent_path().string());
     // Streaming protocol, full cache: the window's last 16 frames are fixed sinks, the
     // speech frames revealed in chunks; the transcript still ends at EOT and reads the clip.
     {
