@@ -363,11 +363,22 @@ def run_sweep(args, policies, ratios, ablations=(), ablation_ratios=()):
         if proc.wait() != 0:
             raise RuntimeError("asr_whisper failed: " + " ".join(cmd))
 
-    threads = [threading.Thread(target=worker, args=(g,)) for g in groups if g]
+    failures = []
+
+    def guarded(group):
+        try:
+            worker(group)
+        except Exception as e:  # noqa: BLE001 - re-raised below, after every thread ends
+            failures.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(g,)) for g in groups if g]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        # A batch that failed leaves its runs out: the sweep is incomplete, not a result.
+        raise SystemExit("run_quality: %d worker(s) failed; first: %r" % (len(failures), failures[0]))
     return rows
 
 
@@ -404,6 +415,8 @@ def derive(rows, model="tiny.en"):
             "n_tokens": r["n_tokens"], "reached_eot": r["reached_eot"],
             "word_errors": r["word_errors"], "ref_words": r["ref_words"], "text": r["text"],
         })
+        if r.get("protocol") == "streaming" and "held_to_end" in r:
+            out[-1].update(longest_hold=r["longest_hold"], held_to_end=r["held_to_end"])
     return out
 
 

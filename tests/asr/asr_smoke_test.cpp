@@ -29,6 +29,7 @@
 #include "src/log_mel.hpp"
 #include "src/model_locator.hpp"
 #include "src/polyphase_resampler.hpp"
+#include "src/utf8.hpp"
 #include "src/wav_reader.hpp"
 #include "src/wer.hpp"
 #include "src/whisper_model.hpp"
@@ -183,6 +184,10 @@ void unit_checks() {
   check(word_error_rate::compute("Press 1, 2 or 25.", "press one two or twenty-five").edits == 0,
         "spelled numbers are the same words as digits");
   spoken_number_cases();
+  // A token boundary can split a character: the text is repaired to valid UTF-8.
+  check(utf8::repaired("a\xd0\xb0\xd0") == "a\xd0\xb0\xef\xbf\xbd" &&
+            utf8::repaired("\x80x") == "\xef\xbf\xbdx",
+        "utf8::repaired: a cut or stray byte reads as U+FFFD, whole characters stay");
 
   // Resampler: a 1 kHz tone at 8 kHz must come out as the same tone at 16 kHz.
   pcm_audio a;

@@ -9,6 +9,7 @@
 
 #include "asr_error.hpp"
 #include "byte_reader.hpp"
+#include "utf8.hpp"
 
 namespace asr {
 
@@ -68,7 +69,7 @@ class bpe_vocabulary {
       size_t i = 0;
       while (i < t.size()) {
         uint32_t cp = 0;
-        const size_t n = utf8_next(t, i, cp);
+        const size_t n = utf8::next(t, i, cp);
         i += n;
         if (cp < cp_to_byte_.size() && cp_to_byte_[cp] >= 0) {
           out += static_cast<char>(cp_to_byte_[cp]);
@@ -81,41 +82,6 @@ class bpe_vocabulary {
   }
 
  private:
-  /// Decodes one UTF-8 code point at t[i]; returns its length (>= 1, malformed bytes count 1).
-  static size_t utf8_next(const std::string& t, size_t i, uint32_t& cp) {
-    const auto b = [&](size_t k) { return static_cast<uint8_t>(t[k]); };
-    const uint8_t c = b(i);
-    size_t n = 1;
-    if (c < 0x80) {
-      cp = c;
-      return 1;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 2;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 3;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 4;
-      cp = c & 0x07;
-    } else {
-      cp = 0xfffd;
-      return 1;
-    }
-    if (i + n > t.size()) {
-      cp = 0xfffd;
-      return 1;
-    }
-    for (size_t k = 1; k < n; ++k) {
-      if ((b(i + k) & 0xc0) != 0x80) {
-        cp = 0xfffd;
-        return 1;
-      }
-      cp = (cp << 6) | (b(i + k) & 0x3f);
-    }
-    return n;
-  }
-
   void build_byte_map() {
     cp_to_byte_.fill(-1);
     int extra = 0;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "utf8.hpp"
+
 namespace asr {
 
 /// @brief The character rule of the word normalisation (word_error_rate) and of the repeat
@@ -18,8 +20,8 @@ namespace asr {
 /// often leave accents out); Cyrillic and Greek capitals in lower case and "ё" read as "е";
 /// apostrophes (' and U+2019) dropped ("party's" -> "partys"); every other ASCII character,
 /// Latin-1 punctuation or symbol ("«", "®") and character of the punctuation, symbol and CJK
-/// punctuation blocks (U+2000-U+2BFF, U+3000-U+303F) becomes a space. Characters of other
-/// scripts, and bytes that are not UTF-8, are kept as they are.
+/// punctuation blocks (U+2000-U+2BFF, U+3000-U+303F) becomes a space, as does a byte that is
+/// not UTF-8 (read as U+FFFD). Characters of other scripts are kept as they are.
 struct text_fold {
   /// Folds of U+00C0..U+017F in code point order, space separated; "_" is a sign, not a letter
   /// (U+00D7, U+00F7). Generated from Unicode's decompositions (the base letter, in lower case)
@@ -49,11 +51,7 @@ struct text_fold {
         continue;
       }
       uint32_t cp = 0;
-      const size_t len = decode(s, i, cp);
-      if (len == 0) {  // not UTF-8: the byte is kept
-        out += s[i++];
-        continue;
-      }
+      const size_t len = utf8::next(s, i, cp);
       fold(cp, s.substr(i, len), out);
       i += len;
     }
@@ -61,31 +59,6 @@ struct text_fold {
   }
 
  private:
-  /// Length of the UTF-8 sequence at s[i] (2 to 4) with its code point in `cp`; 0 when the
-  /// bytes there are not one.
-  static size_t decode(const std::string& s, size_t i, uint32_t& cp) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c >= 0xF0 && c < 0xF8 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-    if (len == 0 || i + len > s.size()) return 0;
-    cp = c & (0x7Fu >> len);
-    for (size_t k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return 0;
-      cp = (cp << 6) | (b & 0x3Fu);
-    }
-    return len;
-  }
-
-  static void append_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-    } else {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    }
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-
   static const std::vector<std::string>& latin_table() {
     static const std::vector<std::string> table = [] {
       std::vector<std::string> t;
@@ -109,13 +82,13 @@ struct text_fold {
     } else if (cp < 0x180) {
       out += latin_table()[cp - 0xC0];
     } else if (cp == 0x401 || cp == 0x451) {
-      append_utf8(0x435, out);  // ё, Ё -> е
+      utf8::append(0x435, out);  // ё, Ё -> е
     } else if (cp >= 0x400 && cp < 0x410) {
-      append_utf8(cp + 0x50, out);
+      utf8::append(cp + 0x50, out);
     } else if (cp >= 0x410 && cp < 0x430) {
-      append_utf8(cp + 0x20, out);
+      utf8::append(cp + 0x20, out);
     } else if (cp >= 0x391 && cp < 0x3AA && cp != 0x3A2) {
-      append_utf8(cp + 0x20, out);
+      utf8::append(cp + 0x20, out);
     } else {
       out += bytes;
     }

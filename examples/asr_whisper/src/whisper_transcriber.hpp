@@ -14,6 +14,7 @@
 #include "kv_eviction_hook.hpp"
 #include "log_mel.hpp"
 #include "polyphase_resampler.hpp"
+#include "utf8.hpp"
 #include "wav_reader.hpp"
 #include "whisper_decoder.hpp"
 #include "whisper_encoder.hpp"
@@ -126,8 +127,10 @@ class whisper_transcriber {
                              : whisper_decoder::decode(m_, cache, hook, ctx);
   }
 
+  /// The tokens' text without its leading space, as valid UTF-8 (utf8::repaired: a character
+  /// split by the output's last token reads as U+FFFD).
   std::string text(const std::vector<int32_t>& tokens) const {
-    std::string s = m_.vocab.decode(tokens, m_.eot);
+    const std::string s = utf8::repaired(m_.vocab.decode(tokens, m_.eot));
     const size_t b = s.find_first_not_of(' ');
     return b == std::string::npos ? std::string() : s.substr(b);
   }
