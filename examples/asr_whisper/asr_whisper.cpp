@@ -806,6 +806,8 @@ int run(int argc, char** argv) {
            << ",\"reveals\":" << r.reveals << ",\"rows_moved\":" << r.rows_moved
            << ",\"evicting_moves\":" << r.evicting_moves << ",\"refreshes\":" << r.refreshes
            << ",\"rollbacks\":" << r.rollbacks << ",\"redecoded_tokens\":" << r.redecoded_tokens
+           << ",\"longest_hold\":" << r.longest_hold
+           << ",\"held_to_end\":" << (r.held_to_end ? "true" : "false")
            << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)

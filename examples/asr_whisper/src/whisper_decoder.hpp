@@ -56,6 +56,10 @@ struct decode_result {
   int rollbacks = 0;
   /// Streaming: tokens cut back at reveals and decoded again (streaming_options::local_agreement).
   int redecoded_tokens = 0;
+  /// Streaming: the most consecutive reveals over which the repeat stop held one step back.
+  int longest_hold = 0;
+  /// Streaming: the repeat stop was holding a step back when the last frame was revealed.
+  bool held_to_end = false;
 };
 
 /// Longest repeated span the streaming repeat rules look at unless told otherwise. 32 rather
@@ -492,6 +496,7 @@ class whisper_decoder {
       const bool is_prompt = step < prompt_len - 1;
       const float ninf = -std::numeric_limits<float>::infinity();
       Eigen::Index best = 0;
+      int hold = 0;  // consecutive reveals the repeat stop has held this step back
       for (;;) {
         forward(step, token, is_prompt);
         if (is_prompt) break;
@@ -564,6 +569,9 @@ class whisper_decoder {
           break;
         }
         reveal();
+        hold = stuck ? hold + 1 : 0;
+        res.longest_hold = std::max(res.longest_hold, hold);
+        res.held_to_end = res.held_to_end || (stuck && cache.visible() >= cache.capacity());
         if (stream->local_agreement && agree_and_cut()) {
           step = prompt_len - 1 + committed;
           token = committed > 0 ? res.tokens.back() : prompt.back();
