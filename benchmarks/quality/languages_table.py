@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Tables of the other-language check: Whisper base on the Asterisk prompts in other languages.
+
+Merge (once, after the sweeps): each language's run_quality.py rows of both protocols
+(`--model base --set lang_L --flags "--language L"`) into one file, clip ids prefixed "L:" and a
+"language" key added:
+
+  languages_table.py --merge OUT.jsonl es=OFFLINE.jsonl,STREAMING.jsonl fr=... it=... ru=...
+
+Tables (from that file; printed, and written to --md):
+
+  languages_table.py --rows benchmarks/results/quality_languages.jsonl [--md OUT.md]
+
+1. per language and pooled, per protocol: the full cache's WER (against the clips' texts), each
+   policy's delta WER against its protocol's full cache (offline: the true model), AudioKV minus
+   the stride paired over the clips with the bootstrap 95% interval (2000 resamples, seed 7, as
+   every quality table), and runaways (more than 1.5x the reference's words) at 10%;
+2. the streaming reference: the full cache's streaming WER minus its offline WER, paired.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_quality  # noqa: E402
+
+RATIOS = (0.4, 0.2, 0.1)
+
+
+def merge(out, specs):
+    with open(out, "w") as f:
+        for spec in specs:
+            lang, paths = spec.split("=", 1)
+            for path in paths.split(","):
+                for line in open(path):
+                    r = json.loads(line)
+                    r["clip"] = "%s:%s" % (lang, r["clip"])
+                    r["language"] = lang
+                    f.write(json.dumps(r) + "\n")
+
+
+def paired(a, b):
+    """(difference, low, high) in points: corpus WER of rows b minus rows a (clip -> row), paired
+    over their common clips, normalised by a's reference words."""
+    keys = sorted(set(a) & set(b))
+
+    def diff(pick):
+        ref = max(1, sum(a[k]["ref_words"] for k in pick))
+        return 100.0 * sum(b[k]["word_errors"] - a[k]["word_errors"] for k in pick) / ref
+
+    low, high = run_quality.bootstrap(keys, diff, 2000, 7)
+    return diff(keys), low, high
+
+
+def corpus(rows):
+    return 100.0 * sum(r["word_errors"] for r in rows.values()) / max(
+        1, sum(r["ref_words"] for r in rows.values()))
+
+
+def tables(rows):
+    rows = [r for r in rows if "error" not in r]
+    cells = {}
+    for r in rows:
+        key = (r["language"], r["protocol"], r["policy"], r["retention"])
+        cells.setdefault(key, {})[r["clip"]] = r
+        cells.setdefault(("pooled",) + key[1:], {})[r["clip"]] = r
+    langs = sorted({r["language"] for r in rows}) + ["pooled"]
+    fmt = "%+.2f"
+    out = ["| set | protocol | clips | full WER | AudioKV delta 40 / 20 / 10% | stride delta "
+           "40 / 20 / 10% | AudioKV - stride 40% | 20% | 10% | runaways at 10% AudioKV / "
+           "stride / full |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for lang in langs:
+        for proto in ("offline", "streaming"):
+            full = cells.get((lang, proto, "full", 1.0))
+            if not full:
+                continue
+            base = corpus(full)
+            deltas = {p: " / ".join(fmt % (corpus(cells[(lang, proto, p, x)]) - base)
+                                    for x in RATIOS) for p in ("audiokv", "uniform_stride")}
+            pairs = []
+            for x in RATIOS:
+                d, lo, hi = paired(cells[(lang, proto, "uniform_stride", x)],
+                                   cells[(lang, proto, "audiokv", x)])
+                pairs.append("%+.2f (%+.2f to %+.2f)" % (d, lo, hi))
+            run10 = " / ".join(str(sum(r["runaway"] for r in cells[(lang, proto, p, x)].values()))
+                               for p, x in (("audiokv", 0.1), ("uniform_stride", 0.1),
+                                            ("full", 1.0)))
+            out.append("| %s | %s | %d | %.2f | %s | %s | %s | %s |" % (
+                lang, proto, len(full), base, deltas["audiokv"], deltas["uniform_stride"],
+                " | ".join(pairs), run10))
+    out += ["", "| set | clips | offline WER | streaming WER | streaming - offline (95% CI) |",
+            "|---|---|---|---|---|"]
+    for lang in langs:
+        off, st = cells.get((lang, "offline", "full", 1.0)), cells.get((lang, "streaming", "full", 1.0))
+        if off and st:
+            d, lo, hi = paired(off, st)
+            out.append("| %s | %d | %.2f | %.2f | %+.2f (%+.2f to %+.2f) |" % (
+                lang, len(off), corpus(off), corpus(st), d, lo, hi))
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--merge", nargs="+", metavar=("OUT", "L=FILES"))
+    ap.add_argument("--rows")
+    ap.add_argument("--md")
+    args = ap.parse_args()
+    if args.merge:
+        merge(args.merge[0], args.merge[1:])
+        return 0
+    if not args.rows:
+        ap.error("give --rows or --merge")
+    text = tables([json.loads(line) for line in open(args.rows)])
+    sys.stdout.write(text)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
