@@ -38,6 +38,7 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results")
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks", "quality"))
 import run_quality  # noqa: E402  (the sweep's bootstrap and its policy list)
+import languages_table  # noqa: E402  (the other-language tables)
 import summarize_compaction_modes  # noqa: E402
 import summarize_cpu  # noqa: E402
 
@@ -474,6 +475,12 @@ def prefetch():
     return "\n".join(lines)
 
 
+def result_rows(name):
+    """Every row of benchmarks/results/NAME (.jsonl)."""
+    with open(os.path.join(RESULTS, name)) as f:
+        return [json.loads(line) for line in f]
+
+
 REGIONS = {
     "headline": headline,
     "streaming_reference": lambda: reference_line("streaming"),
@@ -494,6 +501,8 @@ REGIONS = {
     "cpu_roofline": cpu_roofline,
     "compaction_modes": lambda: compaction("compaction_modes_amd.json"),
     "compaction_paged": lambda: compaction("compaction_modes_paged_amd.json"),
+    "languages": lambda: languages_table.tables(
+        result_rows("quality_languages.jsonl")).rstrip("\n"),
 }
 REQUIRED = {"README.md": {"headline"}}
 MARKER = re.compile(r"^<!-- doc_tables: ([a-z_]+) -->\n(.*?)^<!-- /doc_tables: \1 -->$",
