@@ -200,6 +200,9 @@ void usage(std::ostream& os) {
         "  --end-rollbacks N  streaming, with the end stop: before ending the output on a\n"
         "                  repeat once every frame is revealed, cut it back to where the\n"
         "                  span's first copy began and decode on, at most N times (default 4)\n"
+        "  --hold-rollback N  streaming: a step the repeat stop holds back over N\n"
+        "                  consecutive reveals cuts the output back as the end rollback does,\n"
+        "                  once per cut length (default 0: off)\n"
         "  --end-rollback-loop 0|1  streaming: the end rollback cuts back to the first of the\n"
         "                  consecutive copies of the repeated span (default 1)\n"
         "  --local-agreement 0|1  streaming: at each reveal decode the tokens since the last\n"
@@ -544,6 +547,8 @@ int run(int argc, char** argv) {
       o.stream.end_stop = parse_int(next(), "--end-stop") != 0;
     else if (a == "--refresh-at-end")
       o.stream.refresh_at_end = parse_int(next(), "--refresh-at-end") != 0;
+    else if (a == "--hold-rollback")
+      o.stream.hold_rollback_reveals = std::max(0, parse_int(next(), "--hold-rollback"));
     else if (a == "--end-rollbacks")
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--end-rollback-loop")
@@ -808,7 +813,7 @@ int run(int argc, char** argv) {
            << ",\"rollbacks\":" << r.rollbacks << ",\"redecoded_tokens\":" << r.redecoded_tokens
            << ",\"longest_hold\":" << r.longest_hold
            << ",\"held_to_end\":" << (r.held_to_end ? "true" : "false")
-           << ",\"attention_rel_error\":"
+           << ",\"hold_rollbacks\":" << r.hold_rollbacks << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

@@ -60,6 +60,8 @@ struct decode_result {
   int longest_hold = 0;
   /// Streaming: the repeat stop was holding a step back when the last frame was revealed.
   bool held_to_end = false;
+  /// Streaming: hold rollbacks (streaming_options::hold_rollback_reveals).
+  int hold_rollbacks = 0;
 };
 
 /// Longest repeated span the streaming repeat rules look at unless told otherwise. 32 rather
@@ -173,6 +175,13 @@ struct streaming_options {
   /// before the run): Whisper base +2.88 to +2.84 points (voices), Asterisk and tiny.en
   /// unchanged; one refresh per clip at most.
   bool refresh_at_end = true;
+  /// Hold rollback (0: off): while frames remain, a step the repeat stop has held back over
+  /// this many consecutive reveals cuts the output back as the end rollback does (to where the
+  /// first of the repeated span's consecutive copies began) and decoding goes on over the frames
+  /// revealed by then, once per cut length. A hold either ends within a reveal or two, as the
+  /// audio of a repeated phrase arrives, or lasts until every frame is revealed (a decoder
+  /// stuck on what it emitted from less audio), after which the output often ends there.
+  int hold_rollback_reveals = 0;
   /// Local agreement (LocalAgreement-2, Machacek et al., arXiv 2307.14743): the tokens emitted
   /// since the last commit are a hypothesis. At each reveal the hypothesis is cut back and
   /// decoded again over the larger audio; the longest common prefix of two consecutive
@@ -488,9 +497,20 @@ class whisper_decoder {
       for (int p : res.token_peaks) furthest_peak = std::max(furthest_peak, p);
       return true;
     };
+    // Rollbacks: the output cut back to its first `cut` tokens; decoding goes on at that step.
+    auto cut_back = [&](int cut, int& step, int32_t& token) {
+      res.tokens.resize(static_cast<size_t>(cut));
+      res.token_peaks.resize(static_cast<size_t>(cut));
+      committed = std::min(committed, static_cast<size_t>(cut));
+      furthest_peak = 0;
+      for (int p : res.token_peaks) furthest_peak = std::max(furthest_peak, p);
+      step = prompt_len - 1 + cut;
+      token = cut > 0 ? res.tokens.back() : prompt.back();
+    };
     int32_t token = prompt[0];
     int emitted_peak = 0;             // streaming: the alignment peak of the token being emitted
     std::vector<int> rolled_back_to;  // streaming: output lengths the end rollback cut back to
+    std::vector<int> hold_cut_to;     // streaming: output lengths the hold rollback cut back to
     std::vector<int32_t> word_keys;   // streaming, repeat_by_words: the output's word keys
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
@@ -546,17 +566,23 @@ class whisper_decoder {
                 rolled_back_to.end()) {
               rolled_back_to.push_back(cut);
               ++res.rollbacks;
-              res.tokens.resize(static_cast<size_t>(cut));
-              res.token_peaks.resize(static_cast<size_t>(cut));
-              committed = std::min(committed, static_cast<size_t>(cut));
-              step = prompt_len - 1 + cut;
-              token = cut > 0 ? res.tokens.back() : prompt.back();
+              cut_back(cut, step, token);
               continue;  // with refresh_on_hold, rows 0..step-1 were recomputed at this reveal
             }
           }
           if (stuck && stream->end_stop) best = m.eot;
           emitted_peak = peak;
           break;
+        }
+        if (stuck && stream->hold_rollback_reveals > 0 && hold >= stream->hold_rollback_reveals) {
+          const int cut = repeated_run_start(compared, compared_best, span);
+          if (std::find(hold_cut_to.begin(), hold_cut_to.end(), cut) == hold_cut_to.end()) {
+            hold_cut_to.push_back(cut);
+            ++res.hold_rollbacks;
+            hold = 0;
+            cut_back(cut, step, token);
+            continue;  // as the end rollback
+          }
         }
         const int newest = cache.visible() - 1;
         const bool going_back = stream->lookback_stop_frames >= 0 &&
