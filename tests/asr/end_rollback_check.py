@@ -49,10 +49,10 @@ SETTINGS = [(["--repeat-span-max", "8", "--repeat-advance", "0"], 8, "something 
 
 def write_clip(work):
     """The clip and a one-row manifest; None when the prompts are not installed."""
-    sounds = next((d for d in make_clips.SOUNDS_DIRS if os.path.isdir(d)), None)
-    if sounds is None or not os.path.isfile(make_clips.TRANSCRIPTS):
+    sounds = make_clips.sounds_dir_of("en")
+    if sounds is None or not os.path.isfile(make_clips.transcripts_of("en")):
         return None
-    texts = make_clips.load_transcripts(make_clips.TRANSCRIPTS)
+    texts = make_clips.load_transcripts(make_clips.transcripts_of("en"))
     pcm = []
     for name in PROMPTS:
         data, rate = make_clips.read_wav(os.path.join(sounds, name + ".wav"))

@@ -72,11 +72,11 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("--work", default="short_clips_check")
     args = ap.parse_args()
-    sounds = next((d for d in make_clips.SOUNDS_DIRS if os.path.isdir(d)), None)
-    if sounds is None or not os.path.exists(make_clips.TRANSCRIPTS):
+    sounds = make_clips.sounds_dir_of("en")
+    if sounds is None or not os.path.exists(make_clips.transcripts_of("en")):
         print("short_clips_check: SKIP: asterisk-core-sounds-en(-wav) not installed")
         return SKIP
-    texts = make_clips.load_transcripts(make_clips.TRANSCRIPTS)
+    texts = make_clips.load_transcripts(make_clips.transcripts_of("en"))
     os.makedirs(args.work, exist_ok=True)
     manifest = os.path.join(args.work, "manifest.tsv")
     rows = []

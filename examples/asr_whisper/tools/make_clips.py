@@ -65,6 +65,11 @@ def sounds_dir_of(language):
     return None
 
 
+def transcripts_of(language):
+    """The prompt texts of asterisk-core-sounds-LANGUAGE."""
+    return "/usr/share/doc/asterisk-core-sounds-%s/core-sounds-%s.txt.gz" % (language, language)
+
+
 def split_of(name):
     return "dev" if int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % 100 < 30 else "test"
 
@@ -119,7 +124,7 @@ def main():
     args = ap.parse_args()
 
     lang = args.language
-    transcripts = "/usr/share/doc/asterisk-core-sounds-%s/core-sounds-%s.txt.gz" % (lang, lang)
+    transcripts = transcripts_of(lang)
     sounds = args.sounds_dir or sounds_dir_of(lang)
     if sounds is None or not os.path.isfile(transcripts):
         print("make_clips: SKIP: asterisk-core-sounds-%s(-wav) not installed (run "

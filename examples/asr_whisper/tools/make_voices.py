@@ -285,8 +285,8 @@ def build_voice_clip(clip_id, voice, snr, order, passages, args, tmp):
 
 
 def build_long_streams(args, out_dir):
-    sounds = args.sounds_dir or next((d for d in make_clips.SOUNDS_DIRS if os.path.isdir(d)), None)
-    texts = make_clips.load_transcripts(make_clips.TRANSCRIPTS)
+    sounds = args.sounds_dir or make_clips.sounds_dir_of("en")
+    texts = make_clips.load_transcripts(make_clips.transcripts_of("en"))
     prompts = {"dev": [], "test": []}
     rate = None
     for name in sorted(texts):
@@ -377,9 +377,8 @@ def main():
               file=sys.stderr)
         return 77
     if not args.no_long:
-        sounds = args.sounds_dir or next((d for d in make_clips.SOUNDS_DIRS if os.path.isdir(d)),
-                                         None)
-        if sounds is None or not os.path.isfile(make_clips.TRANSCRIPTS):
+        sounds = args.sounds_dir or make_clips.sounds_dir_of("en")
+        if sounds is None or not os.path.isfile(make_clips.transcripts_of("en")):
             print("make_voices: SKIP: asterisk-core-sounds-en(-wav) not installed "
                   "(run scripts/deps/asr.sh)", file=sys.stderr)
             return 77
