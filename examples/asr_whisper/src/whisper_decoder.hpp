@@ -473,9 +473,8 @@ class whisper_decoder {
     std::vector<std::vector<int32_t>> previous;
     int furthest_peak = 0;  // streaming: the furthest alignment peak of an emitted token
     // Commits the common prefix of the current hypothesis and the previous ones (once there are
-    // agreement_hypotheses - 1 of them) and cuts the output back to the commit point; whether
-    // anything was cut.
-    auto agree_and_cut = [&]() {
+    // agreement_hypotheses - 1 of them); whether tokens past the commit point remain to be cut.
+    auto agree = [&]() {
       const int32_t* current = res.tokens.data() + committed;
       const size_t current_size = res.tokens.size() - committed;
       size_t agreed = 0;
@@ -491,13 +490,10 @@ class whisper_decoder {
       committed += agreed;
       if (previous.back().empty()) return false;
       res.redecoded_tokens += static_cast<int>(previous.back().size());
-      res.tokens.resize(committed);
-      res.token_peaks.resize(committed);
-      furthest_peak = 0;
-      for (int p : res.token_peaks) furthest_peak = std::max(furthest_peak, p);
       return true;
     };
-    // Rollbacks: the output cut back to its first `cut` tokens; decoding goes on at that step.
+    // Rollbacks and agreement: the output cut back to its first `cut` tokens; decoding goes on
+    // at that step.
     auto cut_back = [&](int cut, int& step, int32_t& token) {
       res.tokens.resize(static_cast<size_t>(cut));
       res.token_peaks.resize(static_cast<size_t>(cut));
@@ -598,9 +594,8 @@ class whisper_decoder {
         hold = stuck ? hold + 1 : 0;
         res.longest_hold = std::max(res.longest_hold, hold);
         res.held_to_end = res.held_to_end || (stuck && cache.visible() >= cache.capacity());
-        if (stream->local_agreement && agree_and_cut()) {
-          step = prompt_len - 1 + committed;
-          token = committed > 0 ? res.tokens.back() : prompt.back();
+        if (stream->local_agreement && agree()) {
+          cut_back(static_cast<int>(committed), step, token);
         }
       }
       ++res.steps;
