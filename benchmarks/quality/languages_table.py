@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_quality  # noqa: E402
+import check_reference  # noqa: E402
 
 RATIOS = (0.4, 0.2, 0.1)
 
@@ -43,20 +43,12 @@ def merge(out, specs):
 
 def paired(a, b):
     """(difference, low, high) in points: corpus WER of rows b minus rows a (clip -> row), paired
-    over their common clips, normalised by a's reference words."""
-    keys = sorted(set(a) & set(b))
-
-    def diff(pick):
-        ref = max(1, sum(a[k]["ref_words"] for k in pick))
-        return 100.0 * sum(b[k]["word_errors"] - a[k]["word_errors"] for k in pick) / ref
-
-    low, high = run_quality.bootstrap(keys, diff, 2000, 7)
-    return diff(keys), low, high
+    over their common clips (check_reference.paired_difference)."""
+    return check_reference.paired_difference(b, a)
 
 
 def corpus(rows):
-    return 100.0 * sum(r["word_errors"] for r in rows.values()) / max(
-        1, sum(r["ref_words"] for r in rows.values()))
+    return check_reference.corpus(rows.values())
 
 
 def tables(rows):

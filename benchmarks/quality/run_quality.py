@@ -67,6 +67,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -230,14 +231,16 @@ def spoken_numbers_to_digits(words):
     return out
 
 
-# examples/asr_whisper/src/text_fold.hpp's table: the folds of U+00C0..U+017F ("_": a sign).
-LATIN_FOLDS = (
-    "a a a a a a ae c e e e e i i i i d n o o o o o _ o u u u u y th ss "
-    "a a a a a a ae c e e e e i i i i d n o o o o o _ o u u u u y th y "
-    "a a a a a a c c c c c c c c d d d d e e e e e e e e e e g g g g "
-    "g g g g h h h h i i i i i i i i i i ij ij j j k k k l l l l l l l "
-    "l l l n n n n n n n n n o o o o o o oe oe r r r r r r s s s s s s "
-    "s s t t t t t t u u u u u u u u u u u u w w y y y z z z z z z s").split()
+def read_latin_folds():
+    """text_fold::latin_folds, read from examples/asr_whisper/src/text_fold.hpp (the table is
+    written once): the folds of U+00C0..U+017F in code point order, "_" a sign."""
+    with open(os.path.join(ROOT, "examples", "asr_whisper", "src", "text_fold.hpp")) as f:
+        text = f.read()
+    body = text[text.index("latin_folds ="):]
+    return "".join(re.findall(r'"([^"]*)"', body[:body.index(";")])).split()
+
+
+LATIN_FOLDS = read_latin_folds()
 
 
 def fold_char(ch):

@@ -52,7 +52,7 @@ struct text_fold {
       }
       uint32_t cp = 0;
       const size_t len = utf8::next(s, i, cp);
-      fold(cp, s.substr(i, len), out);
+      if (!fold(cp, out)) out.append(s, i, len);
       i += len;
     }
     return out;
@@ -74,9 +74,9 @@ struct text_fold {
            (cp >= 0x3000 && cp < 0x3040);
   }
 
-  /// Appends the fold of the non-ASCII code point `cp`, whose UTF-8 bytes are `bytes`.
-  static void fold(uint32_t cp, const std::string& bytes, std::string& out) {
-    if (cp == 0x2019) return;  // right single quotation mark, an apostrophe
+  /// Appends the fold of the non-ASCII code point `cp`; false when it is kept as it is.
+  static bool fold(uint32_t cp, std::string& out) {
+    if (cp == 0x2019) return true;  // right single quotation mark, an apostrophe
     if (is_separator(cp)) {
       out += ' ';
     } else if (cp < 0x180) {
@@ -90,8 +90,9 @@ struct text_fold {
     } else if (cp >= 0x391 && cp < 0x3AA && cp != 0x3A2) {
       utf8::append(cp + 0x20, out);
     } else {
-      out += bytes;
+      return false;
     }
+    return true;
   }
 };
 
