@@ -117,7 +117,9 @@ void usage(std::ostream& os) {
         "                  FILE#k with its own cache, and the transcripts joined at the end\n"
         "  --manifest FILE clip manifest from tools/make_clips.py; --split selects clips\n"
         "  --language CODE the speech's language for a multilingual model (Whisper's codes:\n"
-        "                  en (default), es, fr, it, ru, ...); English-only models take en\n"
+        "                  en (default), es, fr, it, ru, ...), or auto: detected per clip at\n"
+        "                  the first decoder step (offline protocol); English-only models\n"
+        "                  take en or auto\n"
         "  --frames MODE   speech (default): cache only the N_a = ceil(50 s^-1 * duration)\n"
         "                  speech-bearing frames; all: all 1500 frames (reference Whisper)\n"
         "  --dump-mel DIR  write each clip's log-mel as DIR/<clip_id>.f32 ([80, 3000] float32)\n"
@@ -601,6 +603,11 @@ int run(int argc, char** argv) {
   if (o.split != "dev" && o.split != "test" && o.split != "all") {
     throw asr_error("--split must be dev, test or all");
   }
+  if (o.language == "auto" && o.streaming) {
+    throw asr_error(
+        "--language auto: the offline protocol only (streaming would detect the language from "
+        "the first chunk's audio alone); give the language with --language CODE");
+  }
   if (o.merge == 1 && o.store.enabled()) {
     throw asr_error(
         "--merge rewrites the dense rows; it cannot be combined with --share-rows or "
@@ -796,8 +803,9 @@ int run(int argc, char** argv) {
         js << "],\"token_peaks\":[";
         for (size_t i = 0; i < r.token_peaks.size(); ++i) js << (i ? "," : "") << r.token_peaks[i];
         js << "],\"n_tokens\":" << r.tokens.size()
-           << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"text\":\""
-           << json_escape(text) << "\",\"reference\":\"" << json_escape(spec.reference)
+           << ",\"reached_eot\":" << (r.reached_eot ? "true" : "false") << ",\"language\":\""
+           << model.language_code(r.language) << "\",\"text\":\"" << json_escape(text)
+           << "\",\"reference\":\"" << json_escape(spec.reference)
            << "\",\"wer\":" << (has_ref ? fmt(wer.rate()) : "null")
            << ",\"word_errors\":" << (has_ref ? std::to_string(wer.edits) : "null")
            << ",\"ref_words\":" << (has_ref ? std::to_string(wer.ref_words) : "null")
@@ -830,6 +838,9 @@ int run(int argc, char** argv) {
                   << fmt(clip.mel_seconds, 3) << " s, encoder " << fmt(clip.encoder_seconds, 3)
                   << " s, decoder " << fmt(r.seconds, 3) << " s (" << r.tokens.size()
                   << " tokens), RTF " << fmt(rtf, 3) << "\n";
+        if (model.detect_language) {
+          std::cout << "  language " << model.language_code(r.language) << " (detected)\n";
+        }
         if (o.streaming) {
           std::cout << "  policy " << run_name << " (streaming, " << r.reveals
                     << " chunks revealed): peak K/V "

@@ -457,6 +457,14 @@ int main() {
       check(refused && copy.prompt() == model.prompt(),
             "language: an English-only model refuses 'es', naming it, and keeps its prompt");
     }
+    // "auto" on an English-only model: nothing to detect, the prompt stays English.
+    {
+      whisper_model copy = model;
+      copy.set_language("auto");
+      check(!copy.detect_language && copy.prompt() == model.prompt() &&
+                copy.language_code(-1) == "en" && !copy.is_language_token(model.sot + 1),
+            "language: 'auto' on an English-only model keeps the English prompt");
+    }
     const whisper_transcriber tr(model);
     const prepared_clip clip = tr.prepare(wav_reader::read(wav_path));
     check(clip.n_speech_frames == static_cast<int>(std::ceil(50.0 * clip.duration_s - 1e-9)),
@@ -469,6 +477,7 @@ int main() {
               << clip.encoder_seconds << " s encoder, " << a.seconds << " s decoder)\n";
     check(!text.empty() && a.reached_eot, "non-empty transcript ending at EOT");
     check(a.tokens == b.tokens, "deterministic: two full-cache decodes agree");
+    check(a.language == -1, "an English-only model's decode has no language token");
     const word_error_rate w =
         word_error_rate::compute("Please enter your password followed by the pound key.", text);
     check(w.rate() <= 0.25, "WER on agent-pass <= 25% (got " + std::to_string(w.rate()) + ")");

@@ -26,6 +26,9 @@ struct decode_result {
   std::vector<int> token_peaks;
   bool reached_eot = false;
   int steps = 0;  ///< decoder forward steps (prompt + generated)
+  /// The prompt's language token (detected at the first step with whisper_model's
+  /// detect_language); -1 for an English-only model.
+  int32_t language = -1;
   double seconds = 0.0;
   /// Process CPU seconds of the decode (the eviction hook's work included): unlike `seconds`,
   /// it does not grow with the load of other processes.
@@ -278,6 +281,16 @@ class whisper_decoder {
   }
 
  private:
+  /// The language token with the highest logit after <|startoftranscript|> (Whisper's language
+  /// detection; the first such token on ties).
+  static int32_t most_likely_language(const whisper_model& m, const Eigen::VectorXf& logits) {
+    int32_t best = -1;
+    for (int32_t id = m.sot + 1; m.is_language_token(id); ++id) {
+      if (best < 0 || logits[id] > logits[best]) best = id;
+    }
+    return best;
+  }
+
   static decode_result run(const whisper_model& m, cross_kv_cache& cache, kv_eviction_hook& hook,
                            const clip_context& clip, const streaming_options* stream) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -299,7 +312,12 @@ class whisper_decoder {
       throw asr_error("streaming: agreement_hypotheses must be >= 2, got " +
                       std::to_string(stream->agreement_hypotheses));
     }
-    const std::vector<int32_t> prompt = m.prompt();
+    if (stream != nullptr && m.detect_language) {
+      throw asr_error(
+          "language 'auto': the offline protocol only (streaming would detect it "
+          "from the first chunk's audio alone)");
+    }
+    std::vector<int32_t> prompt = m.prompt();  // the language token may be detected at step 0
     const int prompt_len = static_cast<int>(prompt.size());
     const int max_new = std::min(w.n_text_ctx / 2, w.n_text_ctx - (prompt_len - 1));
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -336,6 +354,13 @@ class whisper_decoder {
       cache.apply_move(l, h, move_to, hook.tiers(l, h));
     };
     Eigen::VectorXf logits;
+    // The next-token logits of the last forward pass.
+    auto project = [&]() -> const Eigen::VectorXf& {
+      w.dec_ln.forward(x, xn);
+      logits.noalias() = w.projection() * xn.row(0).transpose();
+      if (w.out_bias.size()) logits += w.out_bias.transpose();
+      return logits;
+    };
     double kept_sum = 0.0, bytes_sum = 0.0, dense_bytes_sum = 0.0, error_sum = 0.0;
     long error_count = 0;
     res.peak_cells = cache.total_cells();
@@ -515,10 +540,11 @@ class whisper_decoder {
       int hold = 0;  // consecutive reveals the repeat stop has held this step back
       for (;;) {
         forward(step, token, is_prompt);
-        if (is_prompt) break;
-        w.dec_ln.forward(x, xn);
-        logits.noalias() = w.projection() * xn.row(0).transpose();
-        if (w.out_bias.size()) logits += w.out_bias.transpose();
+        if (is_prompt) {
+          if (step == 0 && m.detect_language) prompt[1] = most_likely_language(m, project());
+          break;
+        }
+        project();
         for (int32_t id : m.suppress_ids) logits[id] = ninf;
         if (res.tokens.empty()) {
           for (int32_t id : m.suppress_ids_begin) logits[id] = ninf;
@@ -617,6 +643,7 @@ class whisper_decoder {
       if (static_cast<int>(res.tokens.size()) >= max_new) break;
     }
     hook.on_clip_end();
+    res.language = m.multilingual ? prompt[1] : -1;
     res.mean_kept_fraction = kept_sum / std::max(1, res.steps);
     res.mean_kv_bytes = bytes_sum / std::max(1, res.steps);
     res.mean_dense_kv_bytes = dense_bytes_sum / std::max(1, res.steps);

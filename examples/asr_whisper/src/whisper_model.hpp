@@ -31,6 +31,9 @@ struct whisper_model {
   /// The prompt's language token of a multilingual model (set_language; <|en|> at load).
   int32_t language = -1;
   bool multilingual = false;
+  /// set_language("auto") on a multilingual model: the decoder picks the prompt's language
+  /// token from its first step (the most likely language token after <|startoftranscript|>).
+  bool detect_language = false;
   /// [vocabulary] a key per token: equal for tokens with the same letters and digits after
   /// text_fold (" Please", "please", "PLEASE"; "Opción", "opcion"); a token without letters or
   /// digits is keyed by its characters other than spaces ("." and " ." one key, "-" another:
@@ -118,23 +121,41 @@ struct whisper_model {
   }
 
   /// Transcribes speech in the language `code` (Whisper's language tokens: "en", "es", "fr",
-  /// ...). English-only models take "en" only. Throws asr_error naming the code, and leaves
-  /// the model unchanged, when the model has no such language.
+  /// ...), or detects it per clip with "auto" (detect_language). English-only models take "en"
+  /// or "auto" (both English). Throws asr_error naming the code, and leaves the model
+  /// unchanged, when the model has no such language.
   void set_language(const std::string& code) {
+    if (code == "auto") {
+      detect_language = multilingual;
+      return;
+    }
     if (!multilingual) {
       if (code != "en") {
         throw asr_error("language '" + code + "': " + dir + " is an English-only model");
       }
       return;
     }
-    // Whisper's language tokens lie between <|startoftranscript|> and <|translate|>.
     const int32_t id = vocab.id_of("<|" + code + "|>");
-    const int32_t translate = vocab.id_of("<|translate|>");
-    if (id <= sot || (translate >= 0 && id >= translate)) {
+    if (!is_language_token(id)) {
       throw asr_error("language '" + code + "': not one of " + vocab.path() +
                       "'s language tokens (<|en|>, <|es|>, <|fr|>, ...)");
     }
     language = id;
+    detect_language = false;
+  }
+
+  /// Whether `id` is a language token: Whisper's lie between <|startoftranscript|> and
+  /// <|translate|>.
+  bool is_language_token(int32_t id) const {
+    const int32_t translate = vocab.id_of("<|translate|>");
+    return multilingual && id > sot && (translate < 0 || id < translate);
+  }
+
+  /// "es" for <|es|>; "en" for an English-only model (its prompt has no language token).
+  std::string language_code(int32_t id) const {
+    if (!multilingual) return "en";
+    const std::string& t = vocab.token(id);
+    return t.size() > 4 ? t.substr(2, t.size() - 4) : t;
   }
 
   int n_dec_layers() const { return static_cast<int>(w.dec.size()); }
