@@ -148,7 +148,8 @@ struct whisper_model {
   /// <|translate|>.
   bool is_language_token(int32_t id) const {
     const int32_t translate = vocab.id_of("<|translate|>");
-    return multilingual && id > sot && (translate < 0 || id < translate);
+    return multilingual && id > sot && id < static_cast<int32_t>(vocab.size()) &&
+           (translate < 0 || id < translate);
   }
 
   /// "es" for <|es|>; "en" for an English-only model (its prompt has no language token).
