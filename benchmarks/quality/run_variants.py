@@ -98,7 +98,7 @@ def sweep(args, variants, baseline):
                 i = queue.pop(0)
             set_name, manifest, protocol, name, flags, policies = jobs[i]
             raw = run_process(args.binary, manifest, args.split, protocol, policies, args.ratios,
-                              flags, args.max_clips, args.model)
+                              (args.flags + " " + flags).strip(), args.max_clips, args.model)
             with lock:
                 results[i] = raw
                 print(f"done {set_name} {protocol} {name or 'defaults+stride'}", file=sys.stderr,
@@ -289,6 +289,9 @@ def main():
     ap.add_argument("--md", required=True)
     ap.add_argument("--from-jsonl", action="store_true", help="only summarise --jsonl")
     ap.add_argument("--plot", help="also draw delta WER against retention into this PNG")
+    ap.add_argument("--flags", default="",
+                    help="asr_whisper options for every run, the baseline's included (e.g. "
+                         "--language auto for sets in several languages)")
     ap.add_argument("--baseline-jsonl",
                     help="take the defaults and the stride from this earlier run's rows (same "
                          "clips, same library) instead of running them again")
