@@ -16,7 +16,9 @@ Tables (from that file; printed, and written to --md):
    policy's delta WER against its protocol's full cache (offline: the true model), AudioKV minus
    the stride paired over the clips with the bootstrap 95% interval (2000 resamples, seed 7, as
    every quality table), and runaways (more than 1.5x the reference's words) at 10%;
-2. the streaming reference: the full cache's streaming WER minus its offline WER, paired.
+2. where the file has them, the layer's split offline (audiokv+he-0.5, tiered_layer<>): its delta
+   WER, minus the stride and minus AudioKV per head (paired), runaways at 10%;
+3. the streaming reference: the full cache's streaming WER minus its offline WER, paired.
 """
 import argparse
 import json
@@ -27,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_reference  # noqa: E402
 
 RATIOS = (0.4, 0.2, 0.1)
+LAYER = "audiokv+he-0.5"  # run_quality's name of tiered_layer<>'s split (--head-budget-entropy -0.5)
 
 
 def merge(out, specs):
@@ -49,6 +52,34 @@ def paired(a, b):
 
 def corpus(rows):
     return check_reference.corpus(rows.values())
+
+
+def layer_table(cells, langs):
+    """Offline rows of the layer's split (LAYER, tiered_layer<>'s one-shot compression), when
+    the file has them: its delta WER, the same minus the stride and minus AudioKV per head
+    (paired), and its runaways at 10%."""
+    if not any(key[2] == LAYER for key in cells):
+        return []
+    out = ["", "The layer's split offline (`%s`, `tiered_layer<>`'s one-shot compression):" % LAYER,
+           "", "| set | clips | layer delta 40 / 20 / 10% | layer - stride 40% | 20% | 10% | "
+           "layer - AudioKV 20% | runaways at 10% layer / AudioKV / stride |",
+           "|---|---|---|---|---|---|---|---|"]
+    for lang in langs:
+        full = cells.get((lang, "offline", "full", 1.0))
+        if not full or (lang, "offline", LAYER, 0.2) not in cells:
+            continue
+        base = corpus(full)
+        layer = {x: cells[(lang, "offline", LAYER, x)] for x in RATIOS}
+        deltas = " / ".join("%+.2f" % (corpus(layer[x]) - base) for x in RATIOS)
+        pairs = ["%+.2f (%+.2f to %+.2f)" % paired(cells[(lang, "offline", "uniform_stride", x)],
+                                                  layer[x]) for x in RATIOS]
+        per_head = "%+.2f (%+.2f to %+.2f)" % paired(cells[(lang, "offline", "audiokv", 0.2)],
+                                                    layer[0.2])
+        run10 = " / ".join(str(sum(r["runaway"] for r in cells[(lang, "offline", p, 0.1)].values()))
+                           for p in (LAYER, "audiokv", "uniform_stride"))
+        out.append("| %s | %d | %s | %s | %s | %s |" % (lang, len(full), deltas, " | ".join(pairs),
+                                                       per_head, run10))
+    return out
 
 
 def tables(rows):
@@ -82,6 +113,7 @@ def tables(rows):
             out.append("| %s | %s | %d | %.2f | %s | %s | %s | %s |" % (
                 lang, proto, len(full), base, deltas["audiokv"], deltas["uniform_stride"],
                 " | ".join(pairs), run10))
+    out += layer_table(cells, langs)
     out += ["", "| set | clips | offline WER | streaming WER | streaming - offline (95% CI) |",
             "|---|---|---|---|---|"]
     for lang in langs:
