@@ -27,7 +27,7 @@ struct whisper_model {
   std::vector<int32_t> suppress_ids;                 ///< masked at every step
   std::vector<int32_t> suppress_ids_begin;           ///< also masked at the first generated step
   std::vector<std::pair<int, int>> alignment_heads;  ///< (decoder layer, head)
-  int32_t eot = -1, sot = -1, no_timestamps = -1, transcribe = -1;
+  int32_t eot = -1, sot = -1, no_timestamps = -1, transcribe = -1, translate = -1;
   /// The prompt's language token of a multilingual model (set_language; <|en|> at load).
   int32_t language = -1;
   bool multilingual = false;
@@ -65,6 +65,7 @@ struct whisper_model {
     m.word_key = m.make_word_keys();
     m.language = m.vocab.id_of("<|en|>");
     m.transcribe = m.vocab.id_of("<|transcribe|>");
+    m.translate = m.vocab.id_of("<|translate|>");
     // CTranslate2's rule: the multilingual vocabulary has 51865 (large-v3: 51866) entries,
     // English-only models (*.en) have 51864 and take no language/task tokens.
     m.multilingual = m.vocab.size() >= 51865 && m.language >= 0 && m.transcribe >= 0;
@@ -147,7 +148,6 @@ struct whisper_model {
   /// Whether `id` is a language token: Whisper's lie between <|startoftranscript|> and
   /// <|translate|>.
   bool is_language_token(int32_t id) const {
-    const int32_t translate = vocab.id_of("<|translate|>");
     return multilingual && id > sot && id < static_cast<int32_t>(vocab.size()) &&
            (translate < 0 || id < translate);
   }
