@@ -118,8 +118,11 @@ void usage(std::ostream& os) {
         "  --manifest FILE clip manifest from tools/make_clips.py; --split selects clips\n"
         "  --language CODE the speech's language for a multilingual model (Whisper's codes:\n"
         "                  en (default), es, fr, it, ru, ...), or auto: detected per clip at\n"
-        "                  the first decoder step (offline protocol); English-only models\n"
+        "                  the first decoder step (streaming: once --language-frames frames\n"
+        "                  past the first voiced frame have arrived); English-only models\n"
         "                  take en or auto\n"
+        "  --language-frames N  streaming, --language auto: frames heard past the first\n"
+        "                  voiced frame before the language is named (default 100: 2 s)\n"
         "  --frames MODE   speech (default): cache only the N_a = ceil(50 s^-1 * duration)\n"
         "                  speech-bearing frames; all: all 1500 frames (reference Whisper)\n"
         "  --dump-mel DIR  write each clip's log-mel as DIR/<clip_id>.f32 ([80, 3000] float32)\n"
@@ -561,6 +564,8 @@ int run(int argc, char** argv) {
       o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
     else if (a == "--agreement-hypotheses")  // whisper_decoder refuses a count below 2
       o.stream.agreement_hypotheses = parse_int(next(), "--agreement-hypotheses");
+    else if (a == "--language-frames")
+      o.stream.language_frames = parse_int(next(), "--language-frames");
     else if (a == "--voice-gate")
       o.stream.voice_gate = parse_int(next(), "--voice-gate") != 0;
     else if (a == "--window-sinks")
@@ -603,10 +608,9 @@ int run(int argc, char** argv) {
   if (o.split != "dev" && o.split != "test" && o.split != "all") {
     throw asr_error("--split must be dev, test or all");
   }
-  if (o.language == "auto" && o.streaming) {
-    throw asr_error(
-        "--language auto: the offline protocol only (streaming would detect the language from "
-        "the first chunk's audio alone); give the language with --language CODE");
+  if (o.stream.language_frames < 1) {
+    throw asr_error("--language-frames must be >= 1, got " +
+                    std::to_string(o.stream.language_frames));
   }
   if (o.merge == 1 && o.store.enabled()) {
     throw asr_error(

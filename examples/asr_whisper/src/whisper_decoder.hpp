@@ -194,6 +194,12 @@ struct streaming_options {
   /// Local agreement: consecutive hypotheses that must share a token for it to be committed
   /// (LocalAgreement-n; >= 2).
   int agreement_hypotheses = 2;
+  /// Language detection (whisper_model::detect_language): before the first step, chunks are
+  /// revealed until this many frames past the first voiced frame (clip_context::is_voice; frame
+  /// 0 without voice marks) are visible, and the first step names the language over them.
+  /// Whisper detects over its whole 30-s window; a stream has only what has arrived, and its
+  /// first chunk may hold no speech at all.
+  int language_frames = 100;
 };
 
 /// Length of the longest common prefix of a and b.
@@ -312,10 +318,9 @@ class whisper_decoder {
       throw asr_error("streaming: agreement_hypotheses must be >= 2, got " +
                       std::to_string(stream->agreement_hypotheses));
     }
-    if (stream != nullptr && m.detect_language) {
-      throw asr_error(
-          "language 'auto': the offline protocol only (streaming would detect it "
-          "from the first chunk's audio alone)");
+    if (stream != nullptr && stream->language_frames < 1) {
+      throw asr_error("streaming: language_frames must be >= 1, got " +
+                      std::to_string(stream->language_frames));
     }
     std::vector<int32_t> prompt = m.prompt();  // the language token may be detected at step 0
     const int prompt_len = static_cast<int>(prompt.size());
@@ -470,15 +475,24 @@ class whisper_decoder {
       ++res.reveals;
     };
 
-    // Voice gate: the first voiced frame among the clip's frames (the cache's capacity if none).
-    int first_voice = cache.capacity();
-    if (stream != nullptr && stream->voice_gate && clip.is_voice != nullptr) {
+    // The first voiced frame among the clip's frames (the cache's capacity if none).
+    int voice_onset = cache.capacity();
+    if (stream != nullptr && clip.is_voice != nullptr) {
       for (int j = 0; j < cache.capacity(); ++j) {
         if (clip.is_voice[j] != 0) {
-          first_voice = j;
+          voice_onset = j;
           break;
         }
       }
+    }
+    // Voice gate: from the voice onset; without voice marks no token before the last reveal.
+    const int first_voice = stream != nullptr && stream->voice_gate && clip.is_voice != nullptr
+                                ? voice_onset
+                                : cache.capacity();
+    if (stream != nullptr && m.detect_language) {
+      const int onset = clip.is_voice != nullptr ? voice_onset : 0;
+      const int heard = std::min(cache.capacity(), onset + stream->language_frames);
+      while (cache.visible() < heard) reveal();
     }
     // Refresh: positions 0..step-1 recomputed with their inputs (prompt, then emitted tokens).
     int refreshed_at = -1;  // cache.visible() at the last refresh
