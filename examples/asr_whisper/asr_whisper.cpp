@@ -122,7 +122,7 @@ void usage(std::ostream& os) {
         "                  past the first voiced frame have arrived); English-only models\n"
         "                  take en or auto\n"
         "  --language-frames N  streaming, --language auto: frames heard past the first\n"
-        "                  voiced frame before the language is named (default 100: 2 s)\n"
+        "                  voiced frame before the language is named (default 200: 4 s)\n"
         "  --frames MODE   speech (default): cache only the N_a = ceil(50 s^-1 * duration)\n"
         "                  speech-bearing frames; all: all 1500 frames (reference Whisper)\n"
         "  --dump-mel DIR  write each clip's log-mel as DIR/<clip_id>.f32 ([80, 3000] float32)\n"
@@ -218,6 +218,11 @@ void usage(std::ostream& os) {
         "  --refresh-on-hold 0|1  streaming: before the repeat stop holds a token back,\n"
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"
+        "  --start-frames N  streaming: before the first step, reveal audio until N frames\n"
+        "                  past the first voiced frame have arrived (default 0)\n"
+        "  --refresh-prompt 0|1  streaming: until the first token is emitted, recompute the\n"
+        "                  prompt's rows at every reveal over the frames revealed by then\n"
+        "                  (default 0)\n"
         "  --voice-gate 0|1  streaming: emit no token before --align-frames frames past the\n"
         "                  first voiced frame (energy VAD) are revealed (default 1)\n"
         "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
@@ -564,6 +569,10 @@ int run(int argc, char** argv) {
       o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
     else if (a == "--agreement-hypotheses")  // whisper_decoder refuses a count below 2
       o.stream.agreement_hypotheses = parse_int(next(), "--agreement-hypotheses");
+    else if (a == "--refresh-prompt")
+      o.stream.refresh_prompt = parse_int(next(), "--refresh-prompt") != 0;
+    else if (a == "--start-frames")  // whisper_decoder refuses a count below 0
+      o.stream.start_frames = parse_int(next(), "--start-frames");
     else if (a == "--language-frames")
       o.stream.language_frames = parse_int(next(), "--language-frames");
     else if (a == "--voice-gate")

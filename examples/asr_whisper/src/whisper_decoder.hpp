@@ -198,8 +198,18 @@ struct streaming_options {
   /// revealed until this many frames past the first voiced frame (clip_context::is_voice; frame
   /// 0 without voice marks) are visible, and the first step names the language over them.
   /// Whisper detects over its whole 30-s window; a stream has only what has arrived, and its
-  /// first chunk may hold no speech at all.
-  int language_frames = 100;
+  /// first chunk may hold no speech at all. 200 (4 s) rather than 50 or 100 was chosen on the
+  /// dev clips of five languages (benchmarks/results/quality_dev_language_streaming.md): it
+  /// names 64 of 69 (Whisper base; offline, from the whole window, all 69).
+  int language_frames = 200;
+  /// Start delay: before the first step, chunks are revealed until this many frames past the
+  /// first voiced frame (frame 0 without voice marks) are visible (0: the first chunk's).
+  int start_frames = 0;
+  /// Prompt refresh: until the first token is emitted, every reveal also recomputes the
+  /// prompt's rows (inputs forced, no hook observing) over the frames revealed by then. The
+  /// prompt is decoded at the first chunk, often before any speech; rows that saw only that
+  /// silence condition every later step.
+  bool refresh_prompt = false;
 };
 
 /// Length of the longest common prefix of a and b.
@@ -317,6 +327,10 @@ class whisper_decoder {
     if (stream != nullptr && stream->agreement_hypotheses < 2) {
       throw asr_error("streaming: agreement_hypotheses must be >= 2, got " +
                       std::to_string(stream->agreement_hypotheses));
+    }
+    if (stream != nullptr && stream->start_frames < 0) {
+      throw asr_error("streaming: start_frames must be >= 0, got " +
+                      std::to_string(stream->start_frames));
     }
     if (stream != nullptr && stream->language_frames < 1) {
       throw asr_error("streaming: language_frames must be >= 1, got " +
@@ -489,10 +503,12 @@ class whisper_decoder {
     const int first_voice = stream != nullptr && stream->voice_gate && clip.is_voice != nullptr
                                 ? voice_onset
                                 : cache.capacity();
-    if (stream != nullptr && m.detect_language) {
+    if (stream != nullptr) {
       const int onset = clip.is_voice != nullptr ? voice_onset : 0;
-      const int heard = std::min(cache.capacity(), onset + stream->language_frames);
-      while (cache.visible() < heard) reveal();
+      const int frames =
+          std::max(stream->start_frames, m.detect_language ? stream->language_frames : 0);
+      const int heard = std::min(cache.capacity(), onset + frames);
+      while (frames > 0 && cache.visible() < heard) reveal();
     }
     // Refresh: positions 0..step-1 recomputed with their inputs (prompt, then emitted tokens).
     int refreshed_at = -1;  // cache.visible() at the last refresh
@@ -637,6 +653,7 @@ class whisper_decoder {
         if (stream->local_agreement && agree()) {
           cut_back(static_cast<int>(committed), step, token);
         }
+        if (stream->refresh_prompt && res.tokens.empty()) refresh(step);
       }
       ++res.steps;
       kept_sum += static_cast<double>(cache.total_cells()) / full_cells;
