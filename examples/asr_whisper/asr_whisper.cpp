@@ -219,7 +219,7 @@ void usage(std::ostream& os) {
         "                  recompute the decoder's earlier rows over the frames revealed\n"
         "                  by then and decide the step again (default 1)\n"
         "  --start-frames N  streaming: before the first step, reveal audio until N frames\n"
-        "                  past the first voiced frame have arrived (default 0)\n"
+        "                  past the first voiced frame have arrived (default 100)\n"
         "  --refresh-prompt 0|1  streaming: until the first token is emitted, recompute the\n"
         "                  prompt's rows at every reveal over the frames revealed by then\n"
         "                  (default 0)\n"
@@ -571,7 +571,7 @@ int run(int argc, char** argv) {
       o.stream.agreement_hypotheses = parse_int(next(), "--agreement-hypotheses");
     else if (a == "--refresh-prompt")
       o.stream.refresh_prompt = parse_int(next(), "--refresh-prompt") != 0;
-    else if (a == "--start-frames")  // whisper_decoder refuses a count below 0
+    else if (a == "--start-frames")
       o.stream.start_frames = parse_int(next(), "--start-frames");
     else if (a == "--language-frames")
       o.stream.language_frames = parse_int(next(), "--language-frames");
@@ -616,6 +616,9 @@ int run(int argc, char** argv) {
   if (!o.wav.empty() && !o.manifest.empty()) throw asr_error("give either --wav or --manifest");
   if (o.split != "dev" && o.split != "test" && o.split != "all") {
     throw asr_error("--split must be dev, test or all");
+  }
+  if (o.stream.start_frames < 0) {
+    throw asr_error("--start-frames must be >= 0, got " + std::to_string(o.stream.start_frames));
   }
   if (o.stream.language_frames < 1) {
     throw asr_error("--language-frames must be >= 1, got " +

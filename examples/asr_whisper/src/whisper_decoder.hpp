@@ -203,8 +203,15 @@ struct streaming_options {
   /// names 64 of 69 (Whisper base; offline, from the whole window, all 69).
   int language_frames = 200;
   /// Start delay: before the first step, chunks are revealed until this many frames past the
-  /// first voiced frame (frame 0 without voice marks) are visible (0: the first chunk's).
-  int start_frames = 0;
+  /// first voiced frame (frame 0 without voice marks) are visible (0: the first chunk's). The
+  /// prompt is otherwise decoded over the first chunk, often before any speech, and every later
+  /// step reads its rows. 100 (2 s; the first word waits up to 1 s more than the voice gate's)
+  /// rather than 0, 200 or the prompt refresh was chosen on the wide dev splits
+  /// (benchmarks/results/quality_reference_dev_start.md; full cache, streaming minus offline
+  /// WER): Whisper base +2.77 to +1.41 points (voices) and +1.00 to +0.85 (Asterisk), tiny.en
+  /// -0.35 to -0.47 and +0.28 to +0.48, and base's dev clips in four other languages 33.50% to
+  /// 22.41% WER.
+  int start_frames = 100;
   /// Prompt refresh: until the first token is emitted, every reveal also recomputes the
   /// prompt's rows (inputs forced, no hook observing) over the frames revealed by then. The
   /// prompt is decoded at the first chunk, often before any speech; rows that saw only that
