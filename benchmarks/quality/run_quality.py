@@ -11,7 +11,8 @@ for every policy. Protocol "offline": every frame is cached from the first step 
 policy compresses once, after the prompt and four decoded tokens (see asr_whisper --help).
 
 Protocol "streaming" (asr_whisper --protocol streaming): the encoded window's frames are
-revealed 25 at a time (0.5 s) and decoding interleaves with them under an AlignAtt emission
+revealed 25 at a time (0.5 s); the first decoder step waits until 100 frames (2 s) past the
+first voiced frame have arrived, and decoding then interleaves with them under an AlignAtt emission
 rule: a token is emitted while the alignment heads' peak lies more than 50 frames behind the
 newest revealed frame, not behind the furthest peak emitted so far by more than 25 frames, not
 repeating the output's last span (of up to 32 tokens) where the peak has not moved on by more
@@ -463,7 +464,8 @@ def summarize(rows, path_md, path_png, set_name=""):
                 if protocol == "offline" else
                 f"protocol streaming; reference: the full cache under the same protocol, WER "
                 f"{100 * full_wer:.2f}% (95% CI {100 * full_lo:.2f}-{100 * full_hi:.2f}%). Frames "
-                "revealed 0.5 s at a time, AlignAtt emission (align 50 frames, look-back stop 25, "
+                "revealed 0.5 s at a time, the first step 2 s past the voice onset, AlignAtt "
+                "emission (align 50 frames, look-back stop 25, "
                 "repeat stop on spans of up to 32 tokens and an advance of 5 frames with refresh "
                 "on hold, voice gate, end "
                 "rollback to the loop's start, end stop, refresh at the end); the window's "
