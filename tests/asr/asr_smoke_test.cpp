@@ -4,6 +4,7 @@
 // Exit 77 (ctest SKIP_RETURN_CODE) when the model package or the sound files are missing.
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -583,6 +584,35 @@ int main() {
       check(ls.reached_eot && wl.rate() <= 0.25,
             "streaming full cache after 3 s of leading silence: WER " + std::to_string(wl.rate()) +
                 " (" + tr.text(ls.tokens) + ")");
+      // Start delay: the first step (the prompt) waits until start_frames past the first voiced
+      // frame have been revealed, a chunk at a time; without it, it reads the first chunk alone.
+      {
+        struct first_step_cells final : kv_eviction_hook {
+          int cells = -1;
+          bool on_step(const step_view& view, std::vector<int32_t>& /*move_to*/) override {
+            if (cells < 0) cells = view.cache.n_kv;
+            return false;
+          }
+        };
+        const auto onset =
+            static_cast<int>(std::find(late_clip.is_voice.begin(), late_clip.is_voice.end(), 1) -
+                             late_clip.is_voice.begin());
+        first_step_cells delayed, at_once;
+        tr.transcribe(late_clip, delayed, frame_mode::all, {}, 1.0, &so);
+        streaming_options no_delay = so;
+        no_delay.start_frames = 0;
+        tr.transcribe(late_clip, at_once, frame_mode::all, {}, 1.0, &no_delay);
+        const int wanted = onset + so.start_frames;
+        check(onset > 100 && delayed.cells >= wanted && delayed.cells < wanted + so.chunk_frames &&
+                  at_once.cells == so.chunk_frames,
+              "streaming start delay: the first step sees " + std::to_string(delayed.cells) +
+                  " frames (voice onset " + std::to_string(onset) + "), " +
+                  std::to_string(at_once.cells) + " without it");
+        no_delay.start_frames = -1;
+        expect_error("a negative start delay",
+                     [&] { tr.transcribe(clip, keep, frame_mode::speech, {}, 1.0, &no_delay); },
+                     {"start_frames must be >= 0, got -1"});
+      }
       cross_kv_cache overlap;
       overlap.load(clip.enc.cross_k, clip.enc.cross_v, model.n_dec_heads(), model.w.n_audio_ctx - 8,
                    25);

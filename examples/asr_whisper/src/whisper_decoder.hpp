@@ -217,6 +217,23 @@ struct streaming_options {
   /// prompt is decoded at the first chunk, often before any speech; rows that saw only that
   /// silence condition every later step.
   bool refresh_prompt = false;
+
+  /// Throws asr_error naming the first count out of its range (chunk_frames and align_frames
+  /// are checked with the cache's shape, by the decoder).
+  void validate() const {
+    at_least(repeat_span_max, 1, "repeat_span_max");
+    at_least(agreement_hypotheses, 2, "agreement_hypotheses");
+    at_least(start_frames, 0, "start_frames");
+    at_least(language_frames, 1, "language_frames");
+  }
+
+ private:
+  static void at_least(int value, int least, const char* name) {
+    if (value < least) {
+      throw asr_error(std::string("streaming: ") + name + " must be >= " + std::to_string(least) +
+                      ", got " + std::to_string(value));
+    }
+  }
 };
 
 /// Length of the longest common prefix of a and b.
@@ -327,22 +344,7 @@ class whisper_decoder {
     if (stream != nullptr && (stream->chunk_frames < 1 || stream->align_frames < 0)) {
       throw asr_error("streaming: chunk_frames must be >= 1 and align_frames >= 0");
     }
-    if (stream != nullptr && stream->repeat_span_max < 1) {
-      throw asr_error("streaming: repeat_span_max must be >= 1, got " +
-                      std::to_string(stream->repeat_span_max));
-    }
-    if (stream != nullptr && stream->agreement_hypotheses < 2) {
-      throw asr_error("streaming: agreement_hypotheses must be >= 2, got " +
-                      std::to_string(stream->agreement_hypotheses));
-    }
-    if (stream != nullptr && stream->start_frames < 0) {
-      throw asr_error("streaming: start_frames must be >= 0, got " +
-                      std::to_string(stream->start_frames));
-    }
-    if (stream != nullptr && stream->language_frames < 1) {
-      throw asr_error("streaming: language_frames must be >= 1, got " +
-                      std::to_string(stream->language_frames));
-    }
+    if (stream != nullptr) stream->validate();
     std::vector<int32_t> prompt = m.prompt();  // the language token may be detected at step 0
     const int prompt_len = static_cast<int>(prompt.size());
     const int max_new = std::min(w.n_text_ctx / 2, w.n_text_ctx - (prompt_len - 1));
