@@ -563,11 +563,11 @@ int run(int argc, char** argv) {
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--end-rollback-loop")
       o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
-    else if (a == "--repeat-span-max")  // whisper_decoder refuses a span below 1
+    else if (a == "--repeat-span-max")
       o.stream.repeat_span_max = parse_int(next(), "--repeat-span-max");
     else if (a == "--local-agreement")
       o.stream.local_agreement = parse_int(next(), "--local-agreement") != 0;
-    else if (a == "--agreement-hypotheses")  // whisper_decoder refuses a count below 2
+    else if (a == "--agreement-hypotheses")
       o.stream.agreement_hypotheses = parse_int(next(), "--agreement-hypotheses");
     else if (a == "--refresh-prompt")
       o.stream.refresh_prompt = parse_int(next(), "--refresh-prompt") != 0;
@@ -617,13 +617,7 @@ int run(int argc, char** argv) {
   if (o.split != "dev" && o.split != "test" && o.split != "all") {
     throw asr_error("--split must be dev, test or all");
   }
-  if (o.stream.start_frames < 0) {
-    throw asr_error("--start-frames must be >= 0, got " + std::to_string(o.stream.start_frames));
-  }
-  if (o.stream.language_frames < 1) {
-    throw asr_error("--language-frames must be >= 1, got " +
-                    std::to_string(o.stream.language_frames));
-  }
+  o.stream.validate();  // before the model loads, as every other option check
   if (o.merge == 1 && o.store.enabled()) {
     throw asr_error(
         "--merge rewrites the dense rows; it cannot be combined with --share-rows or "
