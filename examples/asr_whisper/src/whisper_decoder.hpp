@@ -218,9 +218,10 @@ struct streaming_options {
   /// silence condition every later step.
   bool refresh_prompt = false;
 
-  /// Throws asr_error naming the first count out of its range (chunk_frames and align_frames
-  /// are checked with the cache's shape, by the decoder).
+  /// Throws asr_error naming the first count out of its range.
   void validate() const {
+    at_least(chunk_frames, 1, "chunk_frames");
+    at_least(align_frames, 0, "align_frames");
     at_least(repeat_span_max, 1, "repeat_span_max");
     at_least(agreement_hypotheses, 2, "agreement_hypotheses");
     at_least(start_frames, 0, "start_frames");
@@ -340,9 +341,6 @@ class whisper_decoder {
     const int n_layers = static_cast<int>(w.dec.size());
     if (cache.n_layers() != n_layers || cache.n_heads() != H || cache.head_dim() != hd) {
       throw asr_error("cross_kv_cache shape does not match the model");
-    }
-    if (stream != nullptr && (stream->chunk_frames < 1 || stream->align_frames < 0)) {
-      throw asr_error("streaming: chunk_frames must be >= 1 and align_frames >= 0");
     }
     if (stream != nullptr) stream->validate();
     std::vector<int32_t> prompt = m.prompt();  // the language token may be detected at step 0
