@@ -8,7 +8,9 @@ its bootstrap interval) on rows built here:
 3. clips that only one side has are left out of the pairing;
 4. compare_runs.py's row summed over retentions differs by the sum of the retentions'
    differences, and counts a clip better or worse by its summed errors; its exact McNemar p
-   of the clips only one side runs away on.
+   of the clips only one side runs away on;
+5. language_detection_table.py's row: clips named right with the languages named instead, the
+   paired WER difference, transcripts equal token for token, and the count over every set.
 Exit: 0 pass, 1 fail."""
 import os
 import sys
@@ -17,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks", "quality"))
 import check_reference  # noqa: E402
 import compare_runs  # noqa: E402
+import language_detection_table  # noqa: E402
 
 
 def rows(errors):
@@ -43,6 +46,24 @@ def main():
         ("{:.3g}".format(compare_runs.mcnemar(0, 13)), "0.000244"),  # 2 / 2^13
         ("{:.3g}".format(compare_runs.mcnemar(11, 2)), "0.0225"),  # 2 (1 + 13 + 78) / 2^13
         (compare_runs.mcnemar(0, 0), 1.0),
+    ]
+    def detected(clip, errors, language, tokens):
+        return {"clip_id": clip, "word_errors": errors, "ref_words": 10, "language": language,
+                "tokens": tokens}
+
+    cells = {
+        ("es", "given"): {c: detected(c, 1, "es", [1, 2]) for c in ("a", "b", "c")},
+        ("es", "auto200"): {"a": detected("a", 1, "es", [1, 2]), "b": detected("b", 4, "it", [3]),
+                            "c": detected("c", 1, "es", [1, 3])},
+        ("asr", "given"): {"d": detected("d", 0, "en", [5])},
+        ("asr", "auto200"): {"d": detected("d", 0, "en", [5])},
+    }
+    lines = language_detection_table.table(cells, ["es", "asr"], ["auto200"], {}).split("\n")
+    checks += [
+        # b: named "it", 3 more errors on 30 words; a: the same tokens
+        (lines[2], "| es (3; 10.00%) | 2 (it); +10.00 (+0.00 to +30.00); 1 |"),
+        (lines[3], "| asr (1; 0.00%) | 1; +0.00 (+0.00 to +0.00); 1 |"),
+        (lines[4], "| named right | 3 / 4 |"),
     ]
     failures = [f"got {got!r}, expected {want!r}" for got, want in checks if got != want]
     for f in failures:
