@@ -208,6 +208,10 @@ void usage(std::ostream& os) {
         "  --hold-rollback N  streaming: a step the repeat stop holds back over N\n"
         "                  consecutive reveals cuts the output back as the end rollback does,\n"
         "                  once per cut length (default 0: off)\n"
+        "  --end-coverage N  streaming: an output about to end once every frame is revealed\n"
+        "                  while its furthest alignment peak lies more than N frames before\n"
+        "                  the last voiced frame is decoded again from its start, once\n"
+        "                  (default 0: off)\n"
         "  --end-rollback-loop 0|1  streaming: the end rollback cuts back to the first of the\n"
         "                  consecutive copies of the repeated span (default 1)\n"
         "  --local-agreement 0|1  streaming: at each reveal decode the tokens since the last\n"
@@ -561,6 +565,8 @@ int run(int argc, char** argv) {
       o.stream.hold_rollback_reveals = std::max(0, parse_int(next(), "--hold-rollback"));
     else if (a == "--end-rollbacks")
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
+    else if (a == "--end-coverage")
+      o.stream.end_coverage_frames = std::max(0, parse_int(next(), "--end-coverage"));
     else if (a == "--end-rollback-loop")
       o.stream.end_rollback_loop = parse_int(next(), "--end-rollback-loop") != 0;
     else if (a == "--repeat-span-max")
@@ -831,7 +837,9 @@ int run(int argc, char** argv) {
            << ",\"rollbacks\":" << r.rollbacks << ",\"redecoded_tokens\":" << r.redecoded_tokens
            << ",\"longest_hold\":" << r.longest_hold
            << ",\"held_to_end\":" << (r.held_to_end ? "true" : "false")
-           << ",\"hold_rollbacks\":" << r.hold_rollbacks << ",\"attention_rel_error\":"
+           << ",\"hold_rollbacks\":" << r.hold_rollbacks
+           << ",\"coverage_restarts\":" << r.coverage_restarts
+           << ",\"end_gap_frames\":" << r.end_gap_frames << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)
            << ",\"encoder_s\":" << fmt(clip.encoder_seconds) << ",\"decoder_s\":" << fmt(r.seconds)

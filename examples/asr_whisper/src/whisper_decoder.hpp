@@ -65,6 +65,12 @@ struct decode_result {
   bool held_to_end = false;
   /// Streaming: hold rollbacks (streaming_options::hold_rollback_reveals).
   int hold_rollbacks = 0;
+  /// Streaming: restarts over every frame (streaming_options::end_coverage_frames).
+  int coverage_restarts = 0;
+  /// Streaming: the last voiced frame minus the furthest alignment peak at or before it of an
+  /// emitted token when the output ended (frames of speech the output's alignment never
+  /// reached); 0 offline or without voice marks.
+  int end_gap_frames = 0;
 };
 
 /// Longest repeated span the streaming repeat rules look at unless told otherwise. 32 rather
@@ -218,6 +224,13 @@ struct streaming_options {
   /// prompt is decoded at the first chunk, often before any speech; rows that saw only that
   /// silence condition every later step.
   bool refresh_prompt = false;
+  /// End coverage restart (0: off): once every frame is revealed, an output about to end
+  /// (end of text, or the end stop) while the furthest alignment peak of its tokens that lies
+  /// on speech lies more than this many frames before the last voiced frame is decoded again
+  /// from its start over every frame, once per clip. A stream whose first tokens were emitted from
+  /// a second or two of audio ("¿", a word's first letters) can leave the decoder ending the output
+  /// there, with the rest of the speech never transcribed.
+  int end_coverage_frames = 0;
 
   /// Throws asr_error naming the first count out of its range.
   void validate() const {
@@ -227,6 +240,7 @@ struct streaming_options {
     at_least(agreement_hypotheses, 2, "agreement_hypotheses");
     at_least(start_frames, 0, "start_frames");
     at_least(language_frames, 1, "language_frames");
+    at_least(end_coverage_frames, 0, "end_coverage_frames");
   }
 
  private:
@@ -497,16 +511,27 @@ class whisper_decoder {
       ++res.reveals;
     };
 
-    // The first voiced frame among the clip's frames (the cache's capacity if none).
+    // The first and the last voiced frame among the clip's frames (capacity and -1 if none).
     int voice_onset = cache.capacity();
+    int voice_end = -1;
     if (stream != nullptr && clip.is_voice != nullptr) {
       for (int j = 0; j < cache.capacity(); ++j) {
         if (clip.is_voice[j] != 0) {
-          voice_onset = j;
-          break;
+          voice_onset = std::min(voice_onset, j);
+          voice_end = j;
         }
       }
     }
+    // Frames of speech past the furthest alignment peak of the output's tokens; a peak past
+    // the last voiced frame (on the window's padding: a token written from no speech) does not
+    // cover any.
+    auto uncovered_frames = [&]() {
+      int furthest = 0;
+      for (int p : res.token_peaks) {
+        if (p <= voice_end) furthest = std::max(furthest, p);
+      }
+      return std::max(0, voice_end - furthest);
+    };
     // Voice gate: from the voice onset; without voice marks no token before the last reveal.
     const int first_voice = stream != nullptr && stream->voice_gate && clip.is_voice != nullptr
                                 ? voice_onset
@@ -631,6 +656,13 @@ class whisper_decoder {
             }
           }
           if (stuck && stream->end_stop) best = m.eot;
+          if (best == m.eot && stream->end_coverage_frames > 0 && res.coverage_restarts == 0 &&
+              !res.tokens.empty() && uncovered_frames() > stream->end_coverage_frames) {
+            ++res.coverage_restarts;
+            cut_back(0, step, token);
+            if (refreshed_at != cache.visible()) refresh(step);
+            continue;
+          }
           emitted_peak = peak;
           break;
         }
@@ -682,6 +714,7 @@ class whisper_decoder {
       if (static_cast<int>(res.tokens.size()) >= max_new) break;
     }
     hook.on_clip_end();
+    if (stream != nullptr) res.end_gap_frames = uncovered_frames();
     res.language = m.multilingual ? prompt[1] : -1;
     res.mean_kept_fraction = kept_sum / std::max(1, res.steps);
     res.mean_kv_bytes = bytes_sum / std::max(1, res.steps);
