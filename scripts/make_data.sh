@@ -13,7 +13,8 @@
 #                              passes (tools/menu_passages.txt)
 #   <out>/lang/L/manifest.tsv  Asterisk prompt clips in the language L, dev/test, for L in
 #                              $AUDIOKV_LANGUAGES (default "es fr it ru"; scripts/deps/languages.sh;
-#                              AUDIOKV_LANGUAGES=none skips them)
+#                              AUDIOKV_LANGUAGES=none skips them); lang/L/dev_wide.tsv with 3
+#                              more passes over the dev prompts (tuning only)
 # Usage: scripts/make_data.sh [OUT]   (default build/data). Installs what is missing first.
 # Deterministic: the same packages give the same bytes.
 set -euo pipefail
@@ -28,6 +29,7 @@ py="${AUDIOKV_ASR_PYTHON:-python3}"
 if [[ "${AUDIOKV_LANGUAGES:-}" != none ]]; then
   source scripts/deps/languages.sh
   for lang in ${AUDIOKV_LANGUAGES:-es fr it ru}; do
-    "$py" examples/asr_whisper/tools/make_clips.py --language "$lang" --out "$out/lang/$lang"
+    "$py" examples/asr_whisper/tools/make_clips.py --language "$lang" --out "$out/lang/$lang" \
+      --wide-passes 3
   done
 fi
