@@ -208,6 +208,9 @@ void usage(std::ostream& os) {
         "  --hold-rollback N  streaming: a step the repeat stop holds back over N\n"
         "                  consecutive reveals cuts the output back as the end rollback does,\n"
         "                  once per cut length (default 0: off)\n"
+        "  --eot-stall N   streaming: once N voiced frames arrive while the decoder keeps\n"
+        "                  choosing end of text, cut the output back to the start of its last\n"
+        "                  sentence and decode on, once per cut length (default 0: off)\n"
         "  --end-coverage N  streaming: an output about to end once every frame is revealed\n"
         "                  while its furthest alignment peak lies more than N frames before\n"
         "                  the last voiced frame is decoded again from its start, once\n"
@@ -565,6 +568,8 @@ int run(int argc, char** argv) {
       o.stream.hold_rollback_reveals = std::max(0, parse_int(next(), "--hold-rollback"));
     else if (a == "--end-rollbacks")
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
+    else if (a == "--eot-stall")
+      o.stream.eot_stall_frames = std::max(0, parse_int(next(), "--eot-stall"));
     else if (a == "--end-coverage")
       o.stream.end_coverage_frames = std::max(0, parse_int(next(), "--end-coverage"));
     else if (a == "--end-rollback-loop")
@@ -839,6 +844,7 @@ int run(int argc, char** argv) {
            << ",\"held_to_end\":" << (r.held_to_end ? "true" : "false")
            << ",\"hold_rollbacks\":" << r.hold_rollbacks
            << ",\"coverage_restarts\":" << r.coverage_restarts
+           << ",\"stall_rollbacks\":" << r.stall_rollbacks
            << ",\"end_gap_frames\":" << r.end_gap_frames << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -65,6 +66,8 @@ struct decode_result {
   bool held_to_end = false;
   /// Streaming: hold rollbacks (streaming_options::hold_rollback_reveals).
   int hold_rollbacks = 0;
+  /// Streaming: stall rollbacks (streaming_options::eot_stall_frames).
+  int stall_rollbacks = 0;
   /// Streaming: restarts over every frame (streaming_options::end_coverage_frames).
   int coverage_restarts = 0;
   /// Streaming: the last voiced frame minus the furthest alignment peak at or before it of an
@@ -231,6 +234,13 @@ struct streaming_options {
   /// a second or two of audio ("¿", a word's first letters) can leave the decoder ending the output
   /// there, with the rest of the speech never transcribed.
   int end_coverage_frames = 0;
+  /// End-of-text stall rollback (0: off): while frames remain, once this many voiced frames
+  /// have been revealed over consecutive reveals at which the decoder chose end of text, the
+  /// output is cut back to the start of its last sentence (the token after the last ".", "?"
+  /// or "!" before its final token; its start if none) and decoding goes on over the frames
+  /// revealed by then, once per cut length. A decoder that wants to end while speech keeps
+  /// arriving is stuck on what it emitted from too little audio ("¿" from the first 2 s).
+  int eot_stall_frames = 0;
 
   /// Throws asr_error naming the first count out of its range.
   void validate() const {
@@ -241,6 +251,7 @@ struct streaming_options {
     at_least(start_frames, 0, "start_frames");
     at_least(language_frames, 1, "language_frames");
     at_least(end_coverage_frames, 0, "end_coverage_frames");
+    at_least(eot_stall_frames, 0, "eot_stall_frames");
   }
 
  private:
@@ -554,6 +565,23 @@ class whisper_decoder {
         forward(s, in, s < prompt_len - 1, false);
       }
     };
+    // Voiced frames among [first, last) (all of them without voice marks).
+    auto voiced_between = [&](int first, int last) {
+      if (clip.is_voice == nullptr) return last - first;
+      int n = 0;
+      for (int j = first; j < last; ++j) n += clip.is_voice[j] != 0 ? 1 : 0;
+      return n;
+    };
+    // The output's length up to its last sentence: tokens up to the last one before the final
+    // token whose text ends in '.', '?' or '!' (0 if none).
+    auto last_sentence_start = [&]() {
+      for (int i = static_cast<int>(res.tokens.size()) - 2; i >= 0; --i) {
+        const std::string text = m.vocab.decode({res.tokens[static_cast<size_t>(i)]}, m.eot);
+        const size_t end = text.find_last_not_of(' ');
+        if (end != std::string::npos && std::strchr(".?!", text[end]) != nullptr) return i + 1;
+      }
+      return 0;
+    };
     // Local agreement: res.tokens[0, committed) is committed, the rest the current hypothesis;
     // `previous` holds the hypotheses after the commit point decoded before the last reveals,
     // oldest first, at most agreement_hypotheses - 1 of them.
@@ -595,7 +623,9 @@ class whisper_decoder {
     int emitted_peak = 0;             // streaming: the alignment peak of the token being emitted
     std::vector<int> rolled_back_to;  // streaming: output lengths the end rollback cut back to
     std::vector<int> hold_cut_to;     // streaming: output lengths the hold rollback cut back to
-    std::vector<int32_t> word_keys;   // streaming, repeat_by_words: the output's word keys
+    std::vector<int> stall_cut_to;    // streaming: output lengths the stall rollback cut back to
+    int eot_hold_from = -1;  // streaming: cache.visible() when the decoder began to choose EOT
+    std::vector<int32_t> word_keys;  // streaming, repeat_by_words: the output's word keys
     for (int step = 0;; ++step) {
       const bool is_prompt = step < prompt_len - 1;
       const float ninf = -std::numeric_limits<float>::infinity();
@@ -674,6 +704,19 @@ class whisper_decoder {
             hold = 0;
             cut_back(cut, step, token);
             continue;  // as the end rollback
+          }
+        }
+        eot_hold_from = best == m.eot ? (eot_hold_from < 0 ? cache.visible() : eot_hold_from) : -1;
+        if (eot_hold_from >= 0 && stream->eot_stall_frames > 0 && !res.tokens.empty() &&
+            voiced_between(eot_hold_from, cache.visible()) >= stream->eot_stall_frames) {
+          const int cut = last_sentence_start();
+          eot_hold_from = -1;
+          if (std::find(stall_cut_to.begin(), stall_cut_to.end(), cut) == stall_cut_to.end()) {
+            stall_cut_to.push_back(cut);
+            ++res.stall_rollbacks;
+            cut_back(cut, step, token);
+            if (refreshed_at != cache.visible()) refresh(step);
+            continue;
           }
         }
         const int newest = cache.visible() - 1;
