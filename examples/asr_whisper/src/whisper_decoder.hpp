@@ -625,6 +625,19 @@ class whisper_decoder {
       step = prompt_len - 1 + cut;
       token = cut > 0 ? res.tokens.back() : prompt.back();
     };
+    // A rollback of one kind cuts back to a given output length at most once (`cut_to` holds
+    // the lengths it went to); whether it cut.
+    auto cut_once = [&](std::vector<int>& cut_to, int cut, int& count, int& step, int32_t& token) {
+      if (std::find(cut_to.begin(), cut_to.end(), cut) != cut_to.end()) return false;
+      cut_to.push_back(cut);
+      ++count;
+      cut_back(cut, step, token);
+      return true;
+    };
+    // After a cut made without a refresh at this reveal: rows 0..step-1 over the frames revealed.
+    auto refresh_if_stale = [&](int step) {
+      if (refreshed_at != cache.visible()) refresh(step);
+    };
     int32_t token = prompt[0];
     int emitted_peak = 0;             // streaming: the alignment peak of the token being emitted
     std::vector<int> rolled_back_to;  // streaming: output lengths the end rollback cut back to
@@ -683,11 +696,7 @@ class whisper_decoder {
             const int cut = stream->end_rollback_loop
                                 ? repeated_run_start(compared, compared_best, span)
                                 : static_cast<int>(res.tokens.size()) + 1 - 2 * span;
-            if (std::find(rolled_back_to.begin(), rolled_back_to.end(), cut) ==
-                rolled_back_to.end()) {
-              rolled_back_to.push_back(cut);
-              ++res.rollbacks;
-              cut_back(cut, step, token);
+            if (cut_once(rolled_back_to, cut, res.rollbacks, step, token)) {
               continue;  // with refresh_on_hold, rows 0..step-1 were recomputed at this reveal
             }
           }
@@ -696,7 +705,7 @@ class whisper_decoder {
               !res.tokens.empty() && uncovered_frames() > stream->end_coverage_frames) {
             ++res.coverage_restarts;
             cut_back(0, step, token);
-            if (refreshed_at != cache.visible()) refresh(step);
+            refresh_if_stale(step);
             continue;
           }
           emitted_peak = peak;
@@ -704,11 +713,8 @@ class whisper_decoder {
         }
         if (stuck && stream->hold_rollback_reveals > 0 && hold >= stream->hold_rollback_reveals) {
           const int cut = repeated_run_start(compared, compared_best, span);
-          if (std::find(hold_cut_to.begin(), hold_cut_to.end(), cut) == hold_cut_to.end()) {
-            hold_cut_to.push_back(cut);
-            ++res.hold_rollbacks;
+          if (cut_once(hold_cut_to, cut, res.hold_rollbacks, step, token)) {
             hold = 0;
-            cut_back(cut, step, token);
             continue;  // as the end rollback
           }
         }
@@ -717,11 +723,8 @@ class whisper_decoder {
             voiced_between(eot_hold_from, cache.visible()) >= stream->eot_stall_frames) {
           const int cut = last_sentence_start();
           eot_hold_from = -1;
-          if (std::find(stall_cut_to.begin(), stall_cut_to.end(), cut) == stall_cut_to.end()) {
-            stall_cut_to.push_back(cut);
-            ++res.stall_rollbacks;
-            cut_back(cut, step, token);
-            if (refreshed_at != cache.visible()) refresh(step);
+          if (cut_once(stall_cut_to, cut, res.stall_rollbacks, step, token)) {
+            refresh_if_stale(step);
             continue;
           }
         }
