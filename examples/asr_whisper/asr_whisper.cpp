@@ -215,6 +215,8 @@ void usage(std::ostream& os) {
         "                  while its furthest alignment peak lies more than N frames before\n"
         "                  the last voiced frame is decoded again from its start, once\n"
         "                  (default 0: off)\n"
+        "  --end-coverage-cut 0|1  streaming, with --end-coverage: cut the output back to\n"
+        "                  its last sentence's start instead of its start (default 0)\n"
         "  --end-rollback-loop 0|1  streaming: the end rollback cuts back to the first of the\n"
         "                  consecutive copies of the repeated span (default 1)\n"
         "  --local-agreement 0|1  streaming: at each reveal decode the tokens since the last\n"
@@ -570,6 +572,8 @@ int run(int argc, char** argv) {
       o.stream.end_rollbacks = std::max(0, parse_int(next(), "--end-rollbacks"));
     else if (a == "--eot-stall")
       o.stream.eot_stall_frames = std::max(0, parse_int(next(), "--eot-stall"));
+    else if (a == "--end-coverage-cut")
+      o.stream.end_coverage_cut = parse_int(next(), "--end-coverage-cut") != 0;
     else if (a == "--end-coverage")
       o.stream.end_coverage_frames = std::max(0, parse_int(next(), "--end-coverage"));
     else if (a == "--end-rollback-loop")
@@ -845,6 +849,7 @@ int run(int argc, char** argv) {
            << ",\"hold_rollbacks\":" << r.hold_rollbacks
            << ",\"coverage_restarts\":" << r.coverage_restarts
            << ",\"stall_rollbacks\":" << r.stall_rollbacks
+           << ",\"longest_eot_hold_frames\":" << r.longest_eot_hold_frames
            << ",\"end_gap_frames\":" << r.end_gap_frames << ",\"attention_rel_error\":"
            << (r.attention_rel_error >= 0.0 ? fmt(r.attention_rel_error) : "null")
            << ",\"mel_s\":" << fmt(clip.mel_seconds)

@@ -68,7 +68,11 @@ struct decode_result {
   int hold_rollbacks = 0;
   /// Streaming: stall rollbacks (streaming_options::eot_stall_frames).
   int stall_rollbacks = 0;
-  /// Streaming: restarts over every frame (streaming_options::end_coverage_frames).
+  /// Streaming: the most voiced frames revealed over consecutive reveals at which the decoder
+  /// chose end of text while frames remained (the stall rollback's measure).
+  int longest_eot_hold_frames = 0;
+  /// Streaming: end coverage restarts, or cuts with end_coverage_cut, decoded on over every
+  /// frame (streaming_options::end_coverage_frames).
   int coverage_restarts = 0;
   /// Streaming: the last voiced frame minus the furthest alignment peak at or before it of an
   /// emitted token when the output ended (frames of speech the output's alignment never
@@ -247,6 +251,10 @@ struct streaming_options {
   /// languages from 20.92% to 19.59% but left clips 5 or more words worse, in those languages,
   /// in English and under eviction (benchmarks/results/quality_reference_dev_coverage.md).
   int eot_stall_frames = 0;
+  /// With end_coverage_frames: the output is cut back to the start of its last sentence (the
+  /// token after the last ".", "?" or "!" before its final token; its start if none) instead of
+  /// its start.
+  bool end_coverage_cut = false;
 
   /// Throws asr_error naming the first count out of its range.
   void validate() const {
@@ -704,7 +712,7 @@ class whisper_decoder {
           if (best == m.eot && stream->end_coverage_frames > 0 && res.coverage_restarts == 0 &&
               !res.tokens.empty() && uncovered_frames() > stream->end_coverage_frames) {
             ++res.coverage_restarts;
-            cut_back(0, step, token);
+            cut_back(stream->end_coverage_cut ? last_sentence_start() : 0, step, token);
             refresh_if_stale(step);
             continue;
           }
@@ -719,8 +727,11 @@ class whisper_decoder {
           }
         }
         eot_hold_from = best == m.eot ? (eot_hold_from < 0 ? cache.visible() : eot_hold_from) : -1;
+        const int eot_hold =
+            eot_hold_from >= 0 ? voiced_between(eot_hold_from, cache.visible()) : 0;
+        res.longest_eot_hold_frames = std::max(res.longest_eot_hold_frames, eot_hold);
         if (eot_hold_from >= 0 && stream->eot_stall_frames > 0 && !res.tokens.empty() &&
-            voiced_between(eot_hold_from, cache.visible()) >= stream->eot_stall_frames) {
+            eot_hold >= stream->eot_stall_frames) {
           const int cut = last_sentence_start();
           eot_hold_from = -1;
           if (cut_once(stall_cut_to, cut, res.stall_rollbacks, step, token)) {
