@@ -11,15 +11,18 @@ length never does. Checks:
    end gap (end_gap_frames) between 2 and 3000;
 2. --end-coverage 1: one restart, and the output is the offline true model's token for token
    (the restart decodes from the prompt over every frame of the full cache, as offline does);
-3. every run reaches end of text.
+3. every run reaches end of text;
+4. --end-coverage 1 --end-coverage-cut 1: one cut, and the output begins with the text of the
+   output without the repair up to its last sentence (the cut removes one sentence, not more).
 
 End-of-text stall rollback (streaming_llm at 10%, where the decoder keeps choosing end of text
 while speech arrives): --eot-stall N cuts the output back to its last sentence's start once N
 voiced frames arrive over such reveals. Checks:
-4. --eot-stall 0 and 100000: no stall rollback, the same tokens;
-5. --eot-stall 1: at least one stall rollback, an output that differs from the one without
+5. --eot-stall 0 and 100000: no stall rollback, the same tokens, and longest_eot_hold_frames
+   equal in both;
+6. --eot-stall 1: at least one stall rollback, an output that differs from the one without
    (decoding went on from a cut), and end of text.
-Where --eot-stall 1 does not fire (other numerics), checks 4 and 5 are skipped.
+Where --eot-stall 1 does not fire (other numerics), checks 5 and 6 are skipped.
 
 usage: stream_repairs_check.py ASR_WHISPER_BINARY
 Exit: 0 pass, 1 fail, 77 skipped (Whisper tiny.en not installed).
@@ -65,14 +68,38 @@ def main():
     for name, r in (("offline", offline), ("off", off), ("3000", never), ("1", always)):
         if not r["reached_eot"]:
             failures.append("%s: no end of text" % name)
+    failures += check_cut(binary, off)
     failures += check_stall(binary)
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
 
 
+def before_last_sentence(text):
+    """`text` up to and including the last '.', '?' or '!' before its final character."""
+    ends = [i for i, c in enumerate(text[:-1]) if c in ".?!"]
+    return text[:ends[-1] + 1] if ends else ""
+
+
+def check_cut(binary, off):
+    """Check 4: the end coverage repair cutting one sentence."""
+    cut = run(binary, ["--protocol", "streaming", "--end-coverage", "1", "--end-coverage-cut", "1"])
+    print("cut      %3d tokens, %d cuts, end gap %d: %s"
+          % (len(cut["tokens"]), cut["coverage_restarts"], cut["end_gap_frames"], cut["text"][:60]))
+    kept = before_last_sentence(off["text"])
+    failures = []
+    if cut["coverage_restarts"] != 1:
+        failures.append("--end-coverage-cut 1 cut %d times, expected once" % cut["coverage_restarts"])
+    if not kept or not cut["text"].startswith(kept):
+        failures.append("the cut output does not keep the text before the last sentence: %r"
+                        % cut["text"][:len(kept) + 20])
+    if not cut["reached_eot"]:
+        failures.append("cut: no end of text")
+    return failures
+
+
 def check_stall(binary):
-    """Checks 4 and 5: the stall rollback where it acts."""
+    """Checks 5 and 6: the stall rollback where it acts."""
     evict = ["--protocol", "streaming", "--policies", "streaming_llm", "--keep-ratios", "0.1",
              "--eot-stall"]
     off, never, always = (run(binary, evict + [n], "streaming_llm") for n in ("0", "100000", "1"))
@@ -88,6 +115,10 @@ def check_stall(binary):
             failures.append("--eot-stall %s rolled back %d times" % (name, r["stall_rollbacks"]))
     if never["tokens"] != off["tokens"]:
         failures.append("a stall no clip reaches changed the output")
+    if never["longest_eot_hold_frames"] != off["longest_eot_hold_frames"]:
+        failures.append("the longest end-of-text hold differs between two runs that decode alike")
+    if always["longest_eot_hold_frames"] < 1:
+        failures.append("--eot-stall 1 rolled back with no end-of-text hold recorded")
     if always["tokens"] == off["tokens"]:
         failures.append("--eot-stall 1 rolled back but left the output as it was")
     for name, r in (("off", off), ("100000", never), ("1", always)):
