@@ -10,7 +10,10 @@ its bootstrap interval) on rows built here:
    differences, and counts a clip better or worse by its summed errors; its exact McNemar p
    of the clips only one side runs away on;
 5. language_detection_table.py's row: clips named right with the languages named instead, the
-   paired WER difference, transcripts equal token for token, and the count over every set.
+   paired WER difference, transcripts equal token for token, and the count over every set;
+6. protocol_change.py's row: a policy's cost before and after a protocol change, the paired
+   difference, and the runs changed, worse and better (by 5 or more); a run whose full cache
+   changed by as much as its own word errors did not change cost.
 Exit: 0 pass, 1 fail."""
 import os
 import sys
@@ -20,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks", "quality"))
 import check_reference  # noqa: E402
 import compare_runs  # noqa: E402
 import language_detection_table  # noqa: E402
+import protocol_change  # noqa: E402
 
 
 def rows(errors):
@@ -65,10 +69,27 @@ def main():
         (lines[3], "| asr (1; 0.00%) | 1; +0.00 (+0.00 to +0.00); 1 |"),
         (lines[4], "| named right | 3 / 4 |"),
     ]
+    checks += protocol_change_checks()
     failures = [f"got {got!r}, expected {want!r}" for got, want in checks if got != want]
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0
+
+
+def protocol_change_checks():
+    def run(errors, full):
+        return {"word_errors": errors, "full_errors": full, "ref_words": 10}
+
+    key = ("streaming", "uniform_stride", 0.2)
+    before = {key: {("s", "a"): run(1, 0), ("s", "b"): run(2, 1), ("s", "c"): run(3, 3)}}
+    # a: 6 more errors (worse by >= 5); b: full cache and run both one error more (same cost);
+    # c: one error fewer (better).
+    after = {key: {("s", "a"): run(7, 0), ("s", "b"): run(3, 2), ("s", "c"): run(2, 3)}}
+    lines = protocol_change.table(before, after).split("\n")
+    # Cost 2 then 7 errors on 30 words; per clip +6, 0, -1: a resample of three c's (or three a's)
+    # has probability 1/27 > 2.5%, so the interval's ends are -3/30 and +18/30.
+    return [(lines[2], "| streaming | uniform_stride | 0.2 | +6.67 | +23.33 | +16.67 (-10.00 to "
+                       "+60.00) | 3 of 3 | 1 (1) | 1 (0) |")]
 
 
 if __name__ == "__main__":
