@@ -253,7 +253,10 @@ struct streaming_options {
   int eot_stall_frames = 0;
   /// With end_coverage_frames: the output is cut back to the start of its last sentence (the
   /// token after the last ".", "?" or "!" before its final token; its start if none) instead of
-  /// its start.
+  /// its start. Not the default: with end_coverage_frames 200 it passed its dev rule (four
+  /// languages' full cache 20.92% -> 20.10% WER, English and AudioKV unchanged), but under
+  /// eviction it made most of the runs it changed worse (tiny.en Asterisk test: 155 of 167;
+  /// benchmarks/results/quality_reference_dev_coverage.md).
   bool end_coverage_cut = false;
 
   /// Throws asr_error naming the first count out of its range.
