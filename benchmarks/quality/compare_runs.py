@@ -28,6 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_reference  # noqa: E402  (corpus WER, paired bootstrap)
+import run_variants  # noqa: E402  (emit)
 
 
 def load(path):
@@ -136,11 +137,8 @@ def main():
     for cell in args.cell:
         label, paths = cell.split("=", 1)
         cells.append((label, tuple(paths.split(":", 1))))
-    text = table(cells, args.names.split(","), args.pair.split(":", 1) if args.pair else None)
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(text)
-    print(text, end="")
+    run_variants.emit(table(cells, args.names.split(","),
+                            args.pair.split(":", 1) if args.pair else None), args.md)
 
 
 if __name__ == "__main__":

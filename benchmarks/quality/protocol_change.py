@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_variants import bootstrap_pair, corpus_delta  # noqa: E402
+from run_variants import bootstrap_pair, corpus_delta, emit  # noqa: E402
 
 
 def keyed(path):
@@ -74,11 +74,7 @@ def main():
     ap.add_argument("after")
     ap.add_argument("--md")
     args = ap.parse_args()
-    text = table(keyed(args.before), keyed(args.after)) + "\n"
-    if args.md:
-        with open(args.md, "w") as f:
-            f.write(text)
-    print(text, end="")
+    emit(table(keyed(args.before), keyed(args.after)) + "\n", args.md)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,14 @@ def bootstrap_pair(a, b, n=2000, seed=7):
     return values[int(0.025 * n)], values[int(0.975 * n) - 1]
 
 
+def emit(text, md=None):
+    """Prints a table and, when `md` names a file, writes it there too."""
+    if md:
+        with open(md, "w") as f:
+            f.write(text)
+    print(text, end="")
+
+
 def table(rows, sets, protocol, ratios, variants):
     by, errors = {}, {}
     for r in rows:
