@@ -68,7 +68,7 @@ struct options {
   double centre_band = -1;            ///< audiokv speech.coverage.centre_band
   int segment_cells = -1;             ///< audiokv speech.coverage.segment_cells
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
-  bool pass_alignment = true;         ///< the hook passes the alignment heads' position
+  int alignment = -1;                 ///< pass the alignment position: -1 offline only, 0, 1
   bool streaming = false;             ///< --protocol streaming
   double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
   double entropy_exponent = 0;        ///< --head-budget-entropy G: perplexity^G head shares
@@ -234,8 +234,9 @@ void usage(std::ostream& os) {
         "                  (default 0)\n"
         "  --voice-gate 0|1  streaming: emit no token before --align-frames frames past the\n"
         "                  first voiced frame (energy VAD) are revealed (default 1)\n"
-        "  --no-alignment  do not pass the alignment heads' position to AudioKV (it then\n"
-        "                  estimates the frontier from each head's own attention)\n"
+        "  --alignment 0|1  pass the alignment heads' position to AudioKV (1) or not (0:\n"
+        "                  each head estimates its frontier from its own attention);\n"
+        "                  default: 1 offline, 0 streaming. --no-alignment: --alignment 0\n"
         "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
         "                  (default: the observed steps), pooling kernel (7) and pooling (max)\n"
         "  --observe-steps N  decode steps observed on the full cache before the one-shot\n"
@@ -395,7 +396,7 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   ho.observe_steps =
       o.observe_steps > 0 ? o.observe_steps : static_cast<int>(m.prompt().size()) + 4;
   ho.follow_trigger = o.follow_trigger;
-  ho.pass_alignment = o.pass_alignment;
+  ho.pass_alignment = o.alignment < 0 ? !o.streaming : o.alignment == 1;
   ho.streaming = o.streaming;
   ho.mass_bias = o.mass_bias == 1;
   ho.merge = o.merge == 1;
@@ -515,7 +516,9 @@ int run(int argc, char** argv) {
     else if (a == "--frontier-density")
       o.frontier_density = parse_real(next(), a);
     else if (a == "--no-alignment")
-      o.pass_alignment = false;
+      o.alignment = 0;
+    else if (a == "--alignment")
+      o.alignment = parse_int(next(), "--alignment") != 0 ? 1 : 0;
     else if (a == "--head-budget")
       o.head_weight = parse_real(next(), a);
     else if (a == "--head-budget-entropy")

@@ -258,7 +258,12 @@ class tiered_cache final : public eviction_policy, public tiered_cache_state<Pip
   const float* importance() const noexcept { return importance_.importance(); }
   /// The decoder's current alignment position (frame position it transcribes), from the engine
   /// (e.g. the model's alignment heads); it replaces the estimate from observed attention.
-  /// Used by the alignment-frontier rule (config.speech.frontier).
+  /// Used by the alignment-frontier rule (config.speech.frontier). Give it when the cache is
+  /// compressed with every frame present; in a stream leave it to the estimate: a position taken
+  /// from emitted tokens stands still while the decoder waits for audio, every frame revealed
+  /// meanwhile counts as ahead of it, and the audio where the decoder stands thins (Whisper
+  /// base streaming at 20% on dev: +7.41 points with it, +4.30 without;
+  /// benchmarks/results/quality_dev_frontier_source.md).
   void set_alignment_position(std::int32_t pos) noexcept { frontier_.set_position(pos); }
   /// The engine's alignment position, if given (else plans estimate it, config.speech.frontier).
   const alignment_frontier& frontier() const noexcept { return frontier_; }
