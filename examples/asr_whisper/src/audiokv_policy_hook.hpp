@@ -168,7 +168,9 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   bool on_step(const step_view& s, std::vector<int32_t>& move_to) override {
     if (s.step != step_) start_step(s.step);
     audiokv::eviction_policy& p = *policies_[idx(s.cache.layer, s.cache.head)];
-    if (!s.is_prompt && is_alignment_[idx(s.cache.layer, s.cache.head)] && s.cache.n_kv > 0) {
+    // The peaks feed only the position passed to the caches; without it they are not taken.
+    if (opt_.pass_alignment && !s.is_prompt && is_alignment_[idx(s.cache.layer, s.cache.head)] &&
+        s.cache.n_kv > 0) {
       step_peaks_.push_back(
           s.cache.pos[std::max_element(s.probs, s.probs + s.cache.n_kv) - s.probs]);
     }
@@ -355,7 +357,6 @@ class audiokv_policy_hook final : public kv_eviction_hook {
     std::vector<int32_t> sorted = recent_;
     std::sort(sorted.begin(), sorted.end());
     frontier_ = std::max(frontier_, sorted[(sorted.size() - 1) / 2]);
-    if (!opt_.pass_alignment) return;
     for (auto& p : policies_) {
       if (auto* cache = dynamic_cast<audiokv::tiered_cache<>*>(p.get())) {
         cache->set_alignment_position(frontier_);
