@@ -68,7 +68,6 @@ struct options {
   double centre_band = -1;            ///< audiokv speech.coverage.centre_band
   int segment_cells = -1;             ///< audiokv speech.coverage.segment_cells
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
-  int estimate_unprotected = -1;      ///< audiokv speech.frontier.estimate_unprotected (-1: lib)
   int alignment = -1;                 ///< pass the alignment position: -1 offline only, 0, 1
   bool streaming = false;             ///< --protocol streaming
   double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
@@ -169,7 +168,7 @@ void usage(std::ostream& os) {
         "  --silence-weight W, --lookback-ms MS, --past-density D, --past-decay-ms MS,\n"
         "  --past-decay-floor K, --centre-band B, --segment-cells M,\n"
         "  --floor-phase P|stagger|stagger-layers,\n"
-        "  --frontier-density D, --estimate-unprotected 0|1  audiokv speech rules\n"
+        "  --frontier-density D  audiokv speech rules\n"
         "                  (config.speech; default: the library's)\n"
         "  --protocol offline|streaming  offline (default): every frame cached from the start,\n"
         "                  one-shot compression after --observe-steps; streaming: frames revealed\n"
@@ -372,8 +371,6 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
     speech.frontier.frontier_density = static_cast<float>(o.frontier_density);
-  if (o.estimate_unprotected >= 0)
-    speech.frontier.estimate_unprotected = o.estimate_unprotected != 0;
   const std::string& name = o.policy;
   if (name == "audiokv_sinks") speech.sinks.enabled = true;
   if (name == "audiokv_no_sinks" || name == "audiokv_no_rules") speech.sinks.enabled = false;
@@ -518,8 +515,6 @@ int run(int argc, char** argv) {
       o.centre_band = parse_real(next(), a);
     else if (a == "--frontier-density")
       o.frontier_density = parse_real(next(), a);
-    else if (a == "--estimate-unprotected")
-      o.estimate_unprotected = parse_int(next(), a) != 0 ? 1 : 0;
     else if (a == "--no-alignment")
       o.alignment = 0;
     else if (a == "--alignment")

@@ -615,43 +615,6 @@ TEST(SpeechRules, TheFrontierIsEstimatedOverAudioCells) {
   }
 }
 
-// With estimate_unprotected the estimate skips the cells the cache always keeps (a padding sink
-// every head attends to), and knows no frontier before any cell has been attended.
-TEST(SpeechRules, TheEstimatedFrontierSkipsAlwaysKeptCells) {
-  const std::int32_t n = 8;
-  std::vector<std::int32_t> pos(n), order(n);
-  std::vector<float> voice(n, 1.0f), raw(n), score(n, 0.5f);
-  std::vector<float> importance = {0.0f, 0.1f, 0.5f, 0.1f, 0.2f, 0.3f, 0.1f, 1.0f};
-  std::vector<std::uint8_t> tier(n);
-  const std::vector<std::uint8_t> kept = {0, 0, 0, 0, 0, 0, 0, 1};  // cell 7: always kept
-  for (std::int32_t j = 0; j < n; ++j) pos[j] = j;
-  speech_rules_config config;
-  config.coverage.enabled = false;
-  config.frontier.lookback_ms = 0.0f;
-  config.frontier.frontier_density = 0.0f;
-  alignment_frontier frontier;
-  const auto plan = [&](bool unprotected) {
-    config.frontier.estimate_unprotected = unprotected;
-    std::fill(score.begin(), score.end(), 0.5f);
-    EXPECT_TRUE(apply_speech_rules(config, 10.0f, pos.data(), voice.data(), importance.data(),
-                                   kept.data(), 1, n, 4, frontier, score.data(), raw.data(),
-                                   tier.data(), order.data()));
-  };
-  // Equal raw scores: x = 1, score = 4 tier + 2.25 (rest 0, ahead 1, sink 3).
-  plan(false);  // the peak is the kept cell 7: nothing is ahead of it
-  for (std::int32_t j = 0; j < n; ++j) EXPECT_FLOAT_EQ(score[j], j == 7 ? 14.25f : 2.25f) << j;
-  plan(true);  // the peak among the others is cell 2: cells 2-6 are ahead
-  for (std::int32_t j = 0; j < n; ++j) {
-    EXPECT_FLOAT_EQ(score[j], j == 7 ? 14.25f : (j >= 2 ? 6.25f : 2.25f)) << j;
-  }
-  // Nothing attended yet: the first cell is the old estimate (all ahead), none the new one.
-  std::fill(importance.begin(), importance.end(), 0.0f);
-  plan(false);
-  for (std::int32_t j = 0; j < n; ++j) EXPECT_FLOAT_EQ(score[j], j == 7 ? 14.25f : 6.25f) << j;
-  plan(true);
-  for (std::int32_t j = 0; j < n; ++j) EXPECT_FLOAT_EQ(score[j], j == 7 ? 14.25f : 2.25f) << j;
-}
-
 // One step's attention over `cells` cells from the LCG `state`: u + 1e-3 per cell (u uniform in
 // [0, 1)), or u^3 + 1e-3 when `peaked`, normalised to sum 1.
 void random_attention(std::uint32_t& state, std::int32_t cells, bool peaked,

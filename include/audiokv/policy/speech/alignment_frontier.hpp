@@ -57,14 +57,6 @@ struct alignment_frontier_config {
   /// past thins exactly that stretch when the budget is small. 0.5 was chosen on the wide dev
   /// splits (benchmarks/results/quality_dev_wide.md) against 0 and 1.
   float frontier_density = 0.5f;
-  /// The estimate (no position from the engine) looks only at cells the cache does not always
-  /// keep: the always-kept ones (attention sinks, host-flagged frames, the recent window) draw
-  /// attention wherever the decoder reads, so their peak says nothing of its alignment. While
-  /// no such cell has been attended (every importance 0, as before the first decode step) no
-  /// frontier is known and the floor covers the audio evenly. False: the peak over every cell,
-  /// and a first cell's position before any attention. Last, so aggregate initialisation of
-  /// the fields above is unchanged.
-  bool estimate_unprotected = false;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {

@@ -67,23 +67,6 @@ inline void speech_scale_sums(const float* const* scores, const std::int32_t* n,
   }
 }
 
-/// @brief The frontier's cell for frontier.estimate_unprotected: the first audio cell of highest
-/// importance among those not always kept (tier[j] == rest, text[j] == 0 or text null); -1 when
-/// none has importance > 0 (none attended yet).
-inline std::int32_t unprotected_peak_cell(const float* importance, const std::uint8_t* tier,
-                                          const std::uint8_t* text, std::int32_t n) noexcept {
-  constexpr auto rest = static_cast<std::uint8_t>(speech_tier::rest);
-  std::int32_t peak = -1;
-  float top = 0.0f;
-  for (std::int32_t j = 0; j < n; ++j) {
-    if (tier[j] == rest && (text == nullptr || text[j] == 0) && importance[j] > top) {
-      top = importance[j];
-      peak = j;
-    }
-  }
-  return peak;
-}
-
 /// @brief Rewrites one plan's scores by tier in O(n), without sorting:
 ///   score[j] = 4 tier_j + 1.5 + 1.5 x_j / (1 + |x_j|),  x_j = raw_j / mean_k |raw_k|
 /// (x_j = 0 when every raw score is 0). The second term is non-decreasing in raw_j and lies in
@@ -105,9 +88,7 @@ inline std::int32_t unprotected_peak_cell(const float* importance, const std::ui
 /// cells from f - lookback on that are neither sinks nor floor form the `ahead` tier. The
 /// frontier is the engine's position when it gave one; else, when frontier.estimate, the
 /// position of the cell of highest importance (the running attention, whose peak follows the
-/// decoder's alignment in the heads that align); with frontier.estimate_unprotected, of the
-/// highest among the cells not protected (unprotected_peak_cell()), and none before any was
-/// attended.
+/// decoder's alignment in the heads that align).
 ///
 /// text: [n] or null (every cell audio); cells with text[j] != 0 are text tokens
 /// (frame_flag_text): sinks and the cache's protections apply to them, the coverage floor and
@@ -142,16 +123,14 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   if (text != nullptr) {
     for (std::int32_t j = 0; j < n; ++j) audio_cells -= text[j] != 0 ? 1 : 0;
   }
-  bool has_frontier =
+  const bool has_frontier =
       config.frontier.enabled && audio_cells > 0 && (frontier.given() || config.frontier.estimate);
-  const bool unprotected_estimate =
-      has_frontier && !frontier.given() && config.frontier.estimate_unprotected;
   // scale = sum_k |raw_k| in index order (the rounding of the sum is part of the result); when
   // the frontier is estimated, the same pass finds the first cell of highest importance (two
   // independent dependency chains side by side).
   double scale = 0.0;
   std::int32_t peak = 0;
-  if (has_frontier && !frontier.given() && !unprotected_estimate && text != nullptr) {
+  if (has_frontier && !frontier.given() && text != nullptr) {
     // The peak over audio cells; the sum over every cell, as below.
     float top = -INFINITY;
     for (std::int32_t j = 0; j < n; ++j) {
@@ -162,7 +141,7 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
         peak = j;
       }
     }
-  } else if (has_frontier && !frontier.given() && !unprotected_estimate) {
+  } else if (has_frontier && !frontier.given()) {
     float top = importance[0];
     if (scale_sum != nullptr) {
       for (std::int32_t j = 0; j < n; ++j) {
@@ -191,10 +170,6 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
     }
   }
   if (scale_sum != nullptr) scale = *scale_sum;
-  if (unprotected_estimate) {
-    peak = unprotected_peak_cell(importance, tier, text, n);
-    has_frontier = peak >= 0;
-  }
   std::int32_t sinks = 0;
   if (config.sinks.enabled) {
     sinks = mark_attention_sinks(config.sinks, pos, importance, n, keep, tier, sink, order);
