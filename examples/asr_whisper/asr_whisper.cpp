@@ -68,7 +68,7 @@ struct options {
   double centre_band = -1;            ///< audiokv speech.coverage.centre_band
   int segment_cells = -1;             ///< audiokv speech.coverage.segment_cells
   double frontier_density = -1;       ///< audiokv speech.frontier.frontier_density
-  int alignment = -1;  ///< pass the alignment position: -1 offline only, 0, 1, 2 lower bound
+  int alignment = -1;                 ///< pass the alignment position: -1 offline only, 0, 1
   bool streaming = false;             ///< --protocol streaming
   double head_weight = 0;             ///< --head-budget W: alignment heads get W x a head's share
   double entropy_exponent = 0;        ///< --head-budget-entropy G: perplexity^G head shares
@@ -234,9 +234,8 @@ void usage(std::ostream& os) {
         "                  (default 0)\n"
         "  --voice-gate 0|1  streaming: emit no token before --align-frames frames past the\n"
         "                  first voiced frame (energy VAD) are revealed (default 1)\n"
-        "  --alignment 0|1|2  pass the alignment heads' position to AudioKV (1) or not (0:\n"
-        "                  each head estimates its frontier from its own attention), or\n"
-        "                  pass it as a lower bound of each head's estimate (2);\n"
+        "  --alignment 0|1  pass the alignment heads' position to AudioKV (1) or not (0:\n"
+        "                  each head estimates its frontier from its own attention);\n"
         "                  default: 1 offline, 0 streaming. --no-alignment: --alignment 0\n"
         "  --window W, --kernel K, --pool avg|max  snapkv/pyramidkv/adakv observation window\n"
         "                  (default: the observed steps), pooling kernel (7) and pooling (max)\n"
@@ -372,7 +371,6 @@ audiokv::policy_options policy_options_for(const options& o, const clip_context&
     speech.frontier.past_decay_floor = static_cast<float>(o.past_decay_floor);
   if (o.frontier_density >= 0)
     speech.frontier.frontier_density = static_cast<float>(o.frontier_density);
-  speech.frontier.position_is_lower_bound = o.alignment == 2;
   const std::string& name = o.policy;
   if (name == "audiokv_sinks") speech.sinks.enabled = true;
   if (name == "audiokv_no_sinks" || name == "audiokv_no_rules") speech.sinks.enabled = false;
@@ -398,7 +396,7 @@ std::unique_ptr<kv_eviction_hook> make_hook(options o, const whisper_model& m) {
   ho.observe_steps =
       o.observe_steps > 0 ? o.observe_steps : static_cast<int>(m.prompt().size()) + 4;
   ho.follow_trigger = o.follow_trigger;
-  ho.pass_alignment = o.alignment < 0 ? !o.streaming : o.alignment >= 1;
+  ho.pass_alignment = o.alignment < 0 ? !o.streaming : o.alignment == 1;
   ho.streaming = o.streaming;
   ho.mass_bias = o.mass_bias == 1;
   ho.merge = o.merge == 1;
@@ -520,7 +518,7 @@ int run(int argc, char** argv) {
     else if (a == "--no-alignment")
       o.alignment = 0;
     else if (a == "--alignment")
-      o.alignment = std::clamp(parse_int(next(), "--alignment"), 0, 2);
+      o.alignment = parse_int(next(), "--alignment") != 0 ? 1 : 0;
     else if (a == "--head-budget")
       o.head_weight = parse_real(next(), a);
     else if (a == "--head-budget-entropy")

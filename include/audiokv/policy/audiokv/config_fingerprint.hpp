@@ -94,7 +94,6 @@ std::uint64_t config_fingerprint(const audiokv_config& c) noexcept {
   w.f32(c.speech.frontier.past_decay_ms);
   w.f32(c.speech.frontier.past_decay_floor);
   w.f32(c.speech.frontier.frontier_density);
-  w.u8(c.speech.frontier.position_is_lower_bound ? 1 : 0);
   w.u8(c.shrink_recent_window ? 1 : 0);
   w.f32(c.text_recent_share);
   w.u64(sizeof(Pipeline));

@@ -57,13 +57,6 @@ struct alignment_frontier_config {
   /// past thins exactly that stretch when the budget is small. 0.5 was chosen on the wide dev
   /// splits (benchmarks/results/quality_dev_wide.md) against 0 and 1.
   float frontier_density = 0.5f;
-  /// A position the engine gives (set_position) is a lower bound rather than the frontier:
-  /// with estimate on, the frontier is the later of it and the head's own estimate. A position
-  /// taken from emitted tokens stands still while a streaming decoder waits for audio, and an
-  /// estimate lags in heads whose attention pools on old frames; the later of the two is behind
-  /// neither. False: a given position replaces the estimate. Last, so aggregate initialisation
-  /// of the fields above is unchanged.
-  bool position_is_lower_bound = false;
 
   /// Throws audiokv::error naming the first invalid field.
   void validate(const char* where) const {

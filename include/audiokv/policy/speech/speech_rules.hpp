@@ -88,8 +88,7 @@ inline void speech_scale_sums(const float* const* scores, const std::int32_t* n,
 /// cells from f - lookback on that are neither sinks nor floor form the `ahead` tier. The
 /// frontier is the engine's position when it gave one; else, when frontier.estimate, the
 /// position of the cell of highest importance (the running attention, whose peak follows the
-/// decoder's alignment in the heads that align); with frontier.position_is_lower_bound and
-/// estimate, the later of the engine's position and that estimate.
+/// decoder's alignment in the heads that align).
 ///
 /// text: [n] or null (every cell audio); cells with text[j] != 0 are text tokens
 /// (frame_flag_text): sinks and the cache's protections apply to them, the coverage floor and
@@ -126,15 +125,12 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   }
   const bool has_frontier =
       config.frontier.enabled && audio_cells > 0 && (frontier.given() || config.frontier.estimate);
-  // The estimate is made when no position is given, or when a given one is only a lower bound.
-  const bool estimated = has_frontier && config.frontier.estimate &&
-                         (!frontier.given() || config.frontier.position_is_lower_bound);
   // scale = sum_k |raw_k| in index order (the rounding of the sum is part of the result); when
   // the frontier is estimated, the same pass finds the first cell of highest importance (two
   // independent dependency chains side by side).
   double scale = 0.0;
   std::int32_t peak = 0;
-  if (estimated && text != nullptr) {
+  if (has_frontier && !frontier.given() && text != nullptr) {
     // The peak over audio cells; the sum over every cell, as below.
     float top = -INFINITY;
     for (std::int32_t j = 0; j < n; ++j) {
@@ -145,7 +141,7 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
         peak = j;
       }
     }
-  } else if (estimated) {
+  } else if (has_frontier && !frontier.given()) {
     float top = importance[0];
     if (scale_sum != nullptr) {
       for (std::int32_t j = 0; j < n; ++j) {
@@ -181,9 +177,7 @@ inline bool apply_speech_rules(const speech_rules_config& config, float frame_ms
   std::int64_t at = INT64_MAX;  // the frontier's position
   std::int64_t dense_from = INT64_MIN;
   if (has_frontier) {
-    at = !frontier.given() ? pos[peak]
-         : estimated       ? std::max<std::int64_t>(frontier.position(), pos[peak])
-                           : frontier.position();
+    at = frontier.given() ? frontier.position() : pos[peak];
     const auto lookback = static_cast<std::int64_t>(
         std::ceil(static_cast<double>(config.frontier.lookback_ms) / frame_ms - 1e-6));
     dense_from = at - lookback;
