@@ -71,13 +71,8 @@ class audiokv_policy_hook final : public kv_eviction_hook {
   struct options {
     int observe_steps = 1;        ///< steps on the full cache before the one-shot compression
     bool follow_trigger = false;  ///< after it, also apply plan() when wants_eviction()
-    /// Give AudioKV caches the alignment heads' position. asr_whisper does under the offline
-    /// protocol and not under the streaming one: there the position moves only when the
-    /// decoder emits, so while it holds every revealed frame counts as ahead of it and the
-    /// floor thins the audio at the decoder; each head's own estimate does not freeze. On dev
-    /// (benchmarks/results/quality_dev_frontier_source.md) not passing it took Whisper base's
-    /// streaming loss from +7.41 to +4.30 points at 20% and, on four other languages, +31.43 to
-    /// +21.52 at 10%; offline it raised tiny.en's.
+    /// Give AudioKV caches the alignment heads' position (asr_whisper: offline only; why not
+    /// in a stream: tiered_cache::set_alignment_position).
     bool pass_alignment = true;
     /// Streaming protocol: no compression at observe_steps; before each chunk of frames the
     /// policy evicts down to budget - chunk (plan_to) when it would exceed its budget.
